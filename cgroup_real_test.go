@@ -118,7 +118,7 @@ func TestHostLeaseReceiptsNameTheirEvidence(t *testing.T) {
 			if pids := proctest.LivePIDs(runner); len(pids) != 0 {
 				t.Errorf("the lease's runner outlived its confirmed release: processes %v", pids)
 			}
-			if l.Cleanup != lease.CleanupConfirmed || l.CleanupEvidenceKind != tg.want {
+			if l.Cleanup != "confirmed" || l.CleanupEvidenceKind != tg.want {
 				t.Fatalf("receipt %s by %q (%s), want confirmed by %s", l.Cleanup, l.CleanupEvidenceKind, l.CleanupEvidence, tg.want)
 			}
 			if !strings.Contains(l.CleanupEvidence, string(drivers.EvidenceRunnerAttested)) {

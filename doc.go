@@ -47,9 +47,9 @@
 // another at composition (the controller stopping a lease's tasks, the
 // hand-over resolving a task's secret values, the catalog counting a
 // delete's bindings and leases) is a hook: a value a constructor returns
-// or takes (lease.NewManager's TaskStopper from the runner controller,
-// the secret resolver built with the hand-over service
-// (internal/handoverhook), the lease manager's
+// or takes (the lease manager's TaskStopper from the runner controller,
+// given it through internal/leasehook, the secret resolver built with the
+// hand-over service (internal/handoverhook), the lease manager's
 // environment.UsageReporter, the Assignments the catalog is built with
 // through internal/envhook), never an exported method anyone holding the
 // service could call for no principal; New wires them (hooks.go). Handles

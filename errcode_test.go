@@ -63,10 +63,7 @@ var sentinelCodes = map[string]struct {
 	"environment.ErrTargetMismatch": {environment.ErrTargetMismatch, errcode.Conflict},
 
 	"lease.ErrClaimed":           {lease.ErrClaimed, errcode.Conflict},
-	"lease.ErrPreserved":         {lease.ErrPreserved, errcode.Unavailable},
 	"lease.ErrCleanupPending":    {lease.ErrCleanupPending, errcode.Unavailable},
-	"lease.ErrStartupBudget":     {lease.ErrStartupBudget, errcode.Timeout},
-	"lease.ErrImageMismatch":     {lease.ErrImageMismatch, errcode.Conflict},
 	"lease.ErrQuota":             {lease.ErrQuota, errcode.Unavailable},
 	"templates.ErrSessionActive": {templates.ErrSessionActive, errcode.Conflict},
 	"templates.ErrTokenInvalid":  {templates.ErrTokenInvalid, errcode.AuthFailed},

@@ -12,9 +12,10 @@ import (
 // The hooks one service gives another are values their constructors
 // return, wired here by New and reachable from no exported method
 // (CONVENTIONS 24): the catalog (envhook.NewCatalog) takes the Assignments
-// whose bindings it shows, clears and protects; lease.NewManager returns the
-// catalog's lease counts (an environment.UsageReporter) and takes the
-// controller's lease.TaskStopper, which controller.New returns; and
+// whose bindings it shows, clears and protects; the lease manager's
+// constructor (internal/leasehook.New) returns the catalog's lease counts
+// (an environment.UsageReporter) and takes the controller's
+// leasehook.TaskStopper, which controller.New returns; and
 // controller.New takes the controller.SecretResolver that handover.New
 // returns. Each answers for no principal: the service that calls it
 // authorized the principal first.

@@ -52,7 +52,7 @@ func TestHostProgramOnDocker(t *testing.T) {
 		t.Errorf("host program printed %q, want %q", out.String(), want)
 	}
 	ls, err := stores.Leases.ListLeases(ctx, lease.Filter{Environment: env.ID})
-	if err != nil || len(ls) != 1 || ls[0].Status != lease.StatusReleased || ls[0].Cleanup != lease.CleanupConfirmed || ls[0].Runner == nil {
+	if err != nil || len(ls) != 1 || ls[0].Status != lease.StatusReleased || ls[0].Cleanup != "confirmed" || ls[0].Runner == nil {
 		t.Fatalf("lease records %+v, %v; want one released with proof, acquired with a runner", ls, err)
 	}
 	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "test.berth/run="+run))})
@@ -99,7 +99,7 @@ func TestRunSecretEnvOnDocker(t *testing.T) {
 	if errcode.ReasonOf(err) != "secret_unknown" {
 		t.Errorf("a secret the environment has not: %v, want reason secret_unknown", err)
 	}
-	if l, err := h.Release(ctx, lease.ReleaseOptions{}); err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if l, err := h.Release(ctx, lease.ReleaseOptions{}); err != nil || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Errorf("release: %+v, %v", l, err)
 	}
 }

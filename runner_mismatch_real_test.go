@@ -98,8 +98,8 @@ func TestAReusedDockerSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 	if repl.ID == first.ID || repl.ProviderLeaseID == first.ProviderLeaseID {
 		t.Fatalf("another binary resumed lease %s (container %s)", repl.ID, repl.ProviderLeaseID)
 	}
-	if repl.Replaces != first.ID || repl.ReplaceReason != lease.ReplaceRunnerMismatch {
-		t.Errorf("the replacement records replaces %q for %q, want %s for %s", repl.Replaces, repl.ReplaceReason, first.ID, lease.ReplaceRunnerMismatch)
+	if repl.Replaces != first.ID || repl.ReplaceReason != "runner_mismatch" {
+		t.Errorf("the replacement records replaces %q for %q, want %s for %s", repl.Replaces, repl.ReplaceReason, first.ID, "runner_mismatch")
 	}
 	if sum2 != want.SHA256 || sum2 == sum1 || repl.Runner == nil || repl.Runner.SHA256 != want.SHA256 {
 		t.Errorf("the replacement's runner said sha256 %s (lease records %+v), want the new binary's %s", sum2, repl.Runner, want.SHA256)

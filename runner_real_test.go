@@ -294,7 +294,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}
-			if l.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 4 task(s) of 1 runner session(s) stopped, attested by the runner") {
+			if l.Cleanup != "confirmed" || !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 4 task(s) of 1 runner session(s) stopped, attested by the runner") {
 				t.Errorf("receipt %s %q, want confirmed with the runner's proof first", l.Cleanup, l.CleanupEvidence)
 			}
 			t.Logf("%s receipt: %s", name, l.CleanupEvidence)

@@ -24,6 +24,7 @@ import (
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/internal/instancehook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/templatehook"
@@ -77,11 +78,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Leases configures the lease manager (System.Leases): the
 	// installation's InstanceID that labels every sandbox so that sweeps
-	// find this instance's orphans, ClaimGrace, PruneAfter,
-	// Quotas, ManualPoolRefill, ... (see lease.Options for each default).
-	// Nil means lease's defaults. Logger left nil is Options.Logger; the
-	// manager's collaborators (Secrets, SecretKeeper, PoolRunners,
-	// Settings, SweepEnvironments) are New's to wire and are ignored here.
+	// find this instance's orphans, ClaimGrace, PruneAfter, Quotas and
+	// ManualPoolRefill (see lease.Options for each default). Nil means
+	// lease's defaults. The manager logs to Logger; its collaborators
+	// (the secret store and keeper, the instance settings, the runner
+	// controller and binaries, the saved environments) are New's to wire.
 	Leases *lease.Options
 	// Templates configures the custom images service (System.Templates):
 	// the setup sessions' SessionTTL and SessionMaxTTL (default 30 minutes
@@ -367,21 +368,17 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Settings:   settings,
 	}).(*environment.Assignments)
 	envs := st.Environments
-	var lo lease.Options
-	if o.Leases != nil {
-		lo = *o.Leases
-	}
-	if lo.Logger == nil {
-		lo.Logger = o.Logger
-	}
-	lo.Secrets, lo.SecretKeeper, lo.Settings = secrets.Get, keeper, settings
-	// Members of runner pools are prepared for the System's runner.
-	lo.PoolRunners = func() (*drivers.RunnerSet, error) { return sys.RunnerSet() }
-	lo.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
-		return envs.ListEnvironments(ctx, environment.ListFilter{})
-	}
-	var leaseUsage environment.UsageReporter
-	sys.leases, leaseUsage = lease.NewManager(st.Leases, reg, sys.assignments, tasks, &lo)
+	// Members of runner pools are prepared for the System's runner; the
+	// orphan search and the pools cover every saved environment.
+	mgr, leaseUsage := leasehook.New(leasehook.Sources{
+		Store: st.Leases, Drivers: reg, Assignments: sys.assignments, Options: o.Leases, Tasks: tasks,
+		Logger: o.Logger, Secrets: secrets.Get, SecretKeeper: keeper, Settings: settings,
+		PoolRunners: func() (*drivers.RunnerSet, error) { return sys.RunnerSet() },
+		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
+			return envs.ListEnvironments(ctx, environment.ListFilter{})
+		},
+	})
+	sys.leases = mgr.(*lease.Manager)
 	tsvc, setupUsage := templatehook.New(templatehook.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
 		Secrets: secrets.Get, Authorizer: o.Authorizer, Logger: o.Logger,
@@ -421,7 +418,7 @@ func prefixed(prefix string, names []string) []string {
 // composeRunners builds the runner controller over st.Runners from o's
 // Runner fields with the defaults they document (and the instance
 // settings Reader), and returns its hook for the lease manager.
-func (s *System) composeRunners(st store.Stores, o Options, settings instance.Reader) (lease.TaskStopper, error) {
+func (s *System) composeRunners(st store.Stores, o Options, settings instance.Reader) (leasehook.TaskStopper, error) {
 	rs, ok := st.Runners.(controller.RunnerStore)
 	if !ok {
 		return nil, fmt.Errorf("berth: Options.Stores.Runners is %T, not a runner store berth made: set it from store.Memory(), store/sqlite or store/postgres", st.Runners)
@@ -513,7 +510,8 @@ func (s *System) RunHealthChecks(ctx context.Context, p authz.Principal, interva
 }
 
 // Close stops the lease manager's host lease heartbeats (it releases
-// nothing; see lease.Manager.Close), closes the runner controller and the
+// nothing: their claims expire and other replicas end them by a check),
+// closes the runner controller and the
 // registered drivers that implement io.Closer (see drivers.Registry.Close),
 // and returns their joined errors. It closes no store: the host closes the
 // database it opened, after the System.
@@ -522,7 +520,7 @@ func (s *System) Close() error {
 		return nil
 	}
 	if s.leases != nil {
-		_ = s.leases.Close()
+		_ = leasehook.Close(s.leases)
 	}
 	var errs []error
 	if s.runners != nil {

@@ -330,7 +330,7 @@ func testManagedAccountInRealTarget(t *testing.T, bin, store string, tg realTarg
 	}
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	released = true
-	if err != nil || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Cleanup != "confirmed" {
 		t.Errorf("release = %+v, %v; want cleanup confirmed", l, err)
 	}
 	leases, err := sys.Leases().List(ctx, op, lease.Filter{})

@@ -57,7 +57,7 @@ func TestPoolOnDaytona(t *testing.T) {
 	}
 	members := map[string]bool{}
 	for _, sb := range srv.Sandboxes() {
-		if sb.Labels[lease.LabelPool] != "member" || sb.Labels["berth.environment"] != env.ID || sb.State != "started" {
+		if sb.Labels["berth.pool"] != "member" || sb.Labels["berth.environment"] != env.ID || sb.State != "started" {
 			t.Fatalf("member sandbox %s: %s, labels %v", sb.ID, sb.State, sb.Labels)
 		}
 		members[sb.ID] = true

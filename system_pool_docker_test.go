@@ -51,7 +51,7 @@ func TestPoolOnDocker(t *testing.T) {
 	members := func() []container.Summary {
 		t.Helper()
 		cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-			filters.Arg("label", "test.berth/run="+run), filters.Arg("label", lease.LabelPool+"=member"))})
+			filters.Arg("label", "test.berth/run="+run), filters.Arg("label", "berth.pool"+"=member"))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestPoolOnDocker(t *testing.T) {
 	}
 	l := h.Lease()
 	ins, err := cli.ContainerInspect(ctx, l.ProviderLeaseID)
-	if err != nil || ins.Config.Labels["berth.lease"] != l.ID || ins.Config.Labels[lease.LabelPool] != "member" {
+	if err != nil || ins.Config.Labels["berth.lease"] != l.ID || ins.Config.Labels["berth.pool"] != "member" {
 		t.Fatalf("the adopted lease %s runs in container %s labelled %v (%v)", l.ID, l.ProviderLeaseID, ins.Config.Labels, err)
 	}
 	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "echo adopted"}})

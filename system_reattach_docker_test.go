@@ -26,6 +26,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -56,7 +57,7 @@ func reattachSystem(ctx context.Context, dir string, c reattachConfig) (*berth.S
 		return nil, nil, err
 	}
 	lo := &lease.Options{}
-	leasetune.Update(&lo.Tuning, func(k *leasetune.Knobs) { k.HostHeartbeat = reattachHeartbeat })
+	leasehook.Tune(lo, func(k *leasetune.Knobs) { k.HostHeartbeat = reattachHeartbeat })
 	sys, err := berth.New(ctx, &berth.Options{Stores: db.Stores(), Secrets: fileSecrets(filepath.Join(dir, "secrets")),
 		Drivers: []drivers.Driver{docker.New(nil), ssh.New(nil)}, Leases: lo,
 		RunnerBinary: c.Runner, RunnerKeys: [][]byte{bytes.Repeat([]byte("r"), 32)},
@@ -288,7 +289,7 @@ func testReattachAfterKill9(t *testing.T, driver string, cfg map[string]any) {
 		t.Errorf("runner processes of the lease: %q, %v; want 1", res.Stdout, err)
 	}
 	l, err := h.Release(ctx, lease.ReleaseOptions{})
-	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Errorf("release: %+v, %v", l, err)
 	}
 	if l != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -311,7 +312,7 @@ func TestRunRefusals(t *testing.T) {
 	if _, err := h.Run(ctx, lease.Command{}); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("run of nothing: %v, want ErrInvalid", err)
 	}
-	big := strings.NewReader(strings.Repeat("x", lease.MaxRunStdin+1))
+	big := strings.NewReader(strings.Repeat("x", leasehook.MaxRunStdin+1))
 	if _, err := h.Run(ctx, lease.Command{Argv: []string{"cat"}, Stdin: big}); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("run with too much stdin: %v, want ErrInvalid", err)
 	}

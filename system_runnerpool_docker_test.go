@@ -91,7 +91,7 @@ func TestRunnerPoolOnDocker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Lease().Labels[lease.LabelPool] != "member" {
+		if h.Lease().Labels["berth.pool"] != "member" {
 			t.Fatalf("%s: not adopted from the pool", runID)
 		}
 		var stages []controller.AttachStage

@@ -78,7 +78,7 @@ func TestRunnerPoolAgentAndBoardMemberOnDocker(t *testing.T) {
 				t.Fatalf("%s sees the lease unredacted; the test needs the redacted view", p.Role)
 			}
 			rec, err := stores.Leases.GetLease(ctx, h.ID())
-			if err != nil || rec.Labels[lease.LabelPool] != "member" {
+			if err != nil || rec.Labels["berth.pool"] != "member" {
 				t.Fatalf("lease %s not adopted from the pool: %+v, %v", h.ID(), rec, err)
 			}
 			if p.Role == authz.RoleAgent {

@@ -101,7 +101,7 @@ func TestSecretsOutliveTheirLeases(t *testing.T) {
 				t.Errorf("sandbox %s after the sweep, want destroyed", st)
 			}
 			l, err := b.Leases().Get(ctx, op, h.ID())
-			if err != nil || l.Cleanup != lease.CleanupConfirmed {
+			if err != nil || l.Cleanup != "confirmed" {
 				t.Fatalf("lease after the sweep: %+v, %v; want cleanup confirmed", l, err)
 			}
 			if _, err := secrets.Get(ctx, ref); !errors.Is(err, errcode.ErrNotFound) {

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/daytonafake"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/templates"
 )
@@ -52,7 +53,7 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
-	if ses.State != templates.SessionPromoted || ses.LeaseCleanup != string(lease.CleanupConfirmed) {
+	if ses.State != templates.SessionPromoted || ses.LeaseCleanup != string("confirmed") {
 		t.Fatalf("session %+v", ses)
 	}
 	tpl, err := svc.Get(ctx, tplOps, ses.Template)
@@ -71,7 +72,7 @@ func TestScriptedSetupOnDaytona(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "set-up-by-script\n" {
 		t.Errorf("a new lease reads %q (%+v, %v)", res.Stdout, res, err)
 	}
-	if id, err := h.ImageIdentity(ctx); err != nil || id.String() != tpl.Identity {
+	if id, err := leasehook.ImageIdentity(h, ctx); err != nil || id.String() != tpl.Identity {
 		t.Errorf("a new lease runs %v (%v), want the template %s", id, err, tpl.Identity)
 	}
 }
@@ -129,7 +130,7 @@ func TestInteractiveSetupOnDaytona(t *testing.T) {
 	_ = pty.Close()
 	<-out
 	done, err := svc.CaptureSession(ctx, tplOps, ses.ID, true)
-	if err != nil || done.State != templates.SessionPromoted || done.LeaseCleanup != string(lease.CleanupConfirmed) {
+	if err != nil || done.State != templates.SessionPromoted || done.LeaseCleanup != string("confirmed") {
 		t.Fatalf("CaptureSession: %+v, %v", done, err)
 	}
 	h, err := sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID})

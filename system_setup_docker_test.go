@@ -55,7 +55,7 @@ func TestScriptedSetupOnDocker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
-	if ses.State != templates.SessionPromoted || ses.LeaseCleanup != string(lease.CleanupConfirmed) {
+	if ses.State != templates.SessionPromoted || ses.LeaseCleanup != string("confirmed") {
 		t.Fatalf("session %+v", ses)
 	}
 	if n := containers(t, cli, "berth.lease="+ses.Lease); n != 0 {
@@ -90,7 +90,7 @@ func TestScriptedSetupOnDocker(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "-rw-r-----\nmade by setup\ntoken-seen\n" {
 		t.Errorf("a new lease reads %q (exit %v, %v)", res.Stdout, res, err)
 	}
-	if h.Lease().Labels[lease.LabelTemplate] != tpl.ID {
+	if h.Lease().Labels["berth.template-id"] != tpl.ID {
 		t.Errorf("new lease labels %v, want template %s", h.Lease().Labels, tpl.ID)
 	}
 	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {

@@ -155,11 +155,11 @@ func TestScriptedSetupOnFake(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
-	if ses.State != templates.SessionPromoted || ses.Template == "" || ses.Lease == "" || ses.LeaseCleanup != string(lease.CleanupConfirmed) || ses.Reused {
+	if ses.State != templates.SessionPromoted || ses.Template == "" || ses.Lease == "" || ses.LeaseCleanup != string("confirmed") || ses.Reused {
 		t.Fatalf("session %+v", ses)
 	}
 	l, err := w.sys.Leases().Get(ctx, tplOps, ses.Lease)
-	if err != nil || l.Company != authz.InstanceCompany || l.Run != ses.ID || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Company != authz.InstanceCompany || l.Run != ses.ID || l.Cleanup != "confirmed" {
 		t.Fatalf("setup lease %+v, %v", l, err)
 	}
 	if got := fs.file(l.ProviderLeaseID, "/etc/motd"); got != "hello from setup mode=0640" {
@@ -346,7 +346,7 @@ func TestSetupSweepOnFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := svc.Session(ctx, tplOps, ses.ID)
-	if err != nil || got.State != templates.SessionTimedOut || got.LeaseCleanup != string(lease.CleanupConfirmed) || rep.Sessions.TimedOut != 1 {
+	if err != nil || got.State != templates.SessionTimedOut || got.LeaseCleanup != string("confirmed") || rep.Sessions.TimedOut != 1 {
 		t.Errorf("after the sweep: %+v, %v (report %+v)", got, err, rep.Sessions)
 	}
 	if live := liveSandboxes(w.fk); len(live) != 0 {
@@ -365,7 +365,7 @@ func TestSetupSweepOnFake(t *testing.T) {
 	if rep, err = w.sys.Sweep(ctx, tplOps); err != nil || rep.Sessions.SandboxesDestroyed != 1 {
 		t.Errorf("sweep of a stray setup lease: %+v, %v", rep.Sessions, err)
 	}
-	if l, err := w.sys.Leases().Get(ctx, tplOps, h.ID()); err != nil || l.Cleanup != lease.CleanupConfirmed {
+	if l, err := w.sys.Leases().Get(ctx, tplOps, h.ID()); err != nil || l.Cleanup != "confirmed" {
 		t.Errorf("stray setup lease after the sweep: %+v, %v", l, err)
 	}
 }
@@ -555,7 +555,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range ls {
-			if l.Cleanup != lease.CleanupConfirmed {
+			if l.Cleanup != "confirmed" {
 				t.Errorf("seed %d %v: setup lease %s is %s, cleanup %q", seed, schedule, l.ID, l.Status, l.Cleanup)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/daytonafake"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/templates"
 )
@@ -59,7 +60,7 @@ func TestTemplateFlowOnDaytona(t *testing.T) {
 	}
 	identity := func(h *lease.Handle) string {
 		t.Helper()
-		id, err := h.ImageIdentity(ctx)
+		id, err := leasehook.ImageIdentity(h, ctx)
 		if err != nil {
 			t.Fatalf("ImageIdentity: %v", err)
 		}

@@ -95,8 +95,8 @@ func TestTemplateFlowOnDocker(t *testing.T) {
 		t.Errorf("a lease after the promote reports %s, want the template's %s", got, tpl1.Identity)
 	}
 	r2 := w.acquire(t, lease.ReuseByEnvironment)
-	if l := r2.Lease(); l.Replaces != reused.ID() || l.ReplaceReason != lease.ReplaceTemplateChanged {
-		t.Errorf("reusable lease: replaces %q reason %q, want %s and %s", l.Replaces, l.ReplaceReason, reused.ID(), lease.ReplaceTemplateChanged)
+	if l := r2.Lease(); l.Replaces != reused.ID() || l.ReplaceReason != "template_changed" {
+		t.Errorf("reusable lease: replaces %q reason %q, want %s and %s", l.Replaces, l.ReplaceReason, reused.ID(), "template_changed")
 	}
 	if got := exec(r2, "cat /tpl-marker"); got != "captured-by-berth" {
 		t.Errorf("the replacement reads %q", got)

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
@@ -89,7 +90,7 @@ func (w *tplWorld) release(t *testing.T, h *lease.Handle, d lease.Disposition) {
 
 func (w *tplWorld) identity(t *testing.T, h *lease.Handle) string {
 	t.Helper()
-	id, err := h.ImageIdentity(context.Background())
+	id, err := leasehook.ImageIdentity(h, context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,15 +172,15 @@ func TestTemplateFlowOnTheFake(t *testing.T) {
 	if got := w.identity(t, h); got != tpl1.Identity {
 		t.Errorf("a new lease reports %s, want the template's %s (IMG-8)", got, tpl1.Identity)
 	}
-	if l := h.Lease(); l.Labels[lease.LabelTemplate] != tpl1.ID {
-		t.Errorf("lease labels %v, want %s=%s", l.Labels, lease.LabelTemplate, tpl1.ID)
+	if l := h.Lease(); l.Labels["berth.template-id"] != tpl1.ID {
+		t.Errorf("lease labels %v, want %s=%s", l.Labels, "berth.template-id", tpl1.ID)
 	}
-	if fp, err := lease.EnvironmentFingerprint(w.fk, &w.view(t).Environment); err != nil || fp != h.Lease().Fingerprint {
+	if fp, err := leasehook.Fingerprint(w.fk, &w.view(t).Environment); err != nil || fp != h.Lease().Fingerprint {
 		t.Errorf("EnvironmentFingerprint = %s, %v; the lease records %s", fp, err, h.Lease().Fingerprint)
 	}
 	r2 := w.acquire(t, lease.ReuseByEnvironment)
-	if l := r2.Lease(); l.Replaces != reused.ID() || l.ReplaceReason != lease.ReplaceTemplateChanged {
-		t.Errorf("reusable lease: replaces %q reason %q, want %s and %s (LEASE-4)", l.Replaces, l.ReplaceReason, reused.ID(), lease.ReplaceTemplateChanged)
+	if l := r2.Lease(); l.Replaces != reused.ID() || l.ReplaceReason != "template_changed" {
+		t.Errorf("reusable lease: replaces %q reason %q, want %s and %s (LEASE-4)", l.Replaces, l.ReplaceReason, reused.ID(), "template_changed")
 	}
 	w.release(t, r2, lease.Destroy)
 	w.probe(t)
@@ -438,7 +439,7 @@ func TestTemplateDrift(t *testing.T) {
 }
 
 // IMG-3: a reusable lease resumed from the template whose sandbox reports
-// another image is refused with ErrImageMismatch.
+// another image is refused with reason image_mismatch.
 func TestTemplateLeaseVerifiesTheLiveImage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -457,8 +458,8 @@ func TestTemplateLeaseVerifiesTheLiveImage(t *testing.T) {
 	w.release(t, r, lease.Stop)
 	fakectl.Of(w.fk).ReportWrongImage(r.SandboxID())
 	_, err = w.sys.Leases().Acquire(ctx, tplOps, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Policy: lease.ReuseByEnvironment})
-	if !errors.Is(err, lease.ErrImageMismatch) {
-		t.Fatalf("resume of a sandbox that reports another image: %v, want ErrImageMismatch", err)
+	if errcode.ReasonOf(err) != "image_mismatch" || errcode.Code(err) != errcode.Conflict {
+		t.Fatalf("resume of a sandbox that reports another image: %v, want reason image_mismatch", err)
 	}
 }
 

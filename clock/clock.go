@@ -8,8 +8,9 @@
 //	clk.Advance(5 * time.Minute) // its timer fires; nothing slept
 //
 // Real is the wall clock; Fake moves only when its owner advances it.
-// Options fields across berth (lease.Options.Clock, ...) take a Clock, so
-// adopters can run the lease manager's time on a Fake. It imports nothing of berth (floor 0).
+// Options fields across berth take a Clock, so that time can run on a
+// Fake (berth's own tests run the lease manager's and the fake driver's
+// time on one). It imports nothing of berth (floor 0).
 package clock
 
 import (

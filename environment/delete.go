@@ -62,7 +62,7 @@ func (u *Usage) add(o Usage) {
 
 // UsageReporter reports what references an environment, for the catalog's
 // blast radius (CFG-7): the lease and image-setup layers' constructors
-// return one (lease.NewManager) and berth.New wires it into the catalog
+// return one (internal/leasehook.New) and berth.New wires it into the catalog
 // (internal/envhook). It is a hook between services, not an entry
 // point: it answers for no principal, so it is never an exported method of
 // a service (the catalog authorizes BlastRadius and Delete before it asks).

@@ -148,7 +148,7 @@ func sortRefs(refs []config.SecretRef) {
 // that is not proven clean references it (CFG-7, LEASE-9). The catalog
 // retires what a saved config stops referencing, and the lease manager
 // records the references of each lease record and releases them once the
-// lease is proven clean (lease.Options.SecretKeeper); berth.New gives both
+// lease is proven clean (internal/leasehook.Sources.SecretKeeper); berth.New gives both
 // the same keeper. It is safe for concurrent use.
 type secretKeeper struct {
 	uses    SecretUseStore

@@ -14,7 +14,7 @@
 //   - AuthCheck, the record of a project auth check keyed by (company,
 //     managed-account reference): version (1), status, the
 //     prepared environment's config fingerprint (the lease reuse fingerprint,
-//     lease.EnvironmentFingerprint: the active template counts), the provider
+//     lease.Lease.Fingerprint: the active template counts), the provider
 //     (driver name and provider account: the reference in the schema's
 //     AccountField, such as Daytona's API key, else the environment id), the
 //     sorted project ids, when and by whom it was prepared and answered. At

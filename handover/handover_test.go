@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/handoverhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/lease"
 )
@@ -72,13 +73,13 @@ func newWorld(t *testing.T, checker bool) *world {
 	}
 	reg := drivers.NewRegistry(daytona.New(nil))
 	drv, _ := reg.Lookup("daytona")
-	fp, err := lease.EnvironmentFingerprint(drv, w.env)
+	fp, err := leasehook.Fingerprint(drv, w.env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.lease = &lease.Lease{ID: "lease_1", Company: "acme", Environment: "env_1", Run: "run-1", Status: lease.StatusActive,
 		Policy: lease.Ephemeral, Provider: "daytona", Fingerprint: fp, Config: cfg.Clone(), AcquiredAt: time.Now()}
-	if _, err := w.leases.InsertLease(ctx, w.lease); err != nil {
+	if _, err := w.leases.InsertLease(ctx, w.lease, lease.Quotas{}); err != nil {
 		t.Fatal(err)
 	}
 	var chk handover.Checker

@@ -57,8 +57,8 @@ type AuthCheck struct {
 	// writes; a record of another version never lets an account through.
 	Version int    `json:"version"`
 	Status  Status `json:"status"`
-	// Fingerprint is the lease reuse fingerprint (lease.EnvironmentFingerprint) of
-	// the prepared environment's config.
+	// Fingerprint is the lease reuse fingerprint (lease.Lease.Fingerprint) of
+	// the prepared environment's config, as a lease of it acquired now records.
 	Fingerprint string   `json:"fingerprint"`
 	Provider    Provider `json:"provider"`
 	// Projects are the project ids, sorted, without duplicates.

@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/handoverhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -210,7 +211,7 @@ func (s *Service) subject(ctx context.Context, id string) (*environment.Environm
 	if err != nil {
 		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
 	}
-	fp, err := lease.EnvironmentFingerprint(drv, env) // with the active template's image (IMG-8)
+	fp, err := leasehook.Fingerprint(drv, env) // with the active template's image (IMG-8)
 	if err != nil {
 		return nil, "", Provider{}, fmt.Errorf("handover: environment %s (%s): %w", env.ID, env.Name, err)
 	}

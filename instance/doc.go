@@ -2,7 +2,7 @@
 // environments can be working targets at all (EnableEnvironments),
 // whether only managed sandboxes can (ManagedSandboxOnly), and the lease
 // quotas every lease manager of the instance enforces (QuotaPerCompany,
-// QuotaPerCompanyEnvironment; lease.Options.Settings), kept in the store
+// QuotaPerCompanyEnvironment, with lease.Options.Quotas), kept in the store
 // and changed only by instance admins.
 //
 //	svc := sys.Settings() // sys is the *berth.System berth.New returned

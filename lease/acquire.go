@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/secretcfg"
 )
 
@@ -24,9 +25,10 @@ import (
 const startupTimeoutField = "startup_timeout"
 
 // AcquireRequest asks for a lease of one environment, named in one of
-// three ways: EnvironmentID (a saved environment by id), Scope (the
-// environment bound to a scope, resolved by the manager from the store) or
-// Draft (an unsaved config, for draft probes). The manager fetches the
+// two ways: EnvironmentID (a saved environment by id) or Scope (the
+// environment bound to a scope, resolved by the manager from the store).
+// (The prober also leases unsaved configs, for draft probes, through
+// internal/leasehook.Draft.) The manager fetches the
 // saved record itself; a caller never hands it a record or a resolution.
 // The zero AcquireRequest is refused (errcode.ErrInvalid) before anything
 // is written or allocated: it names no environment. A request that names
@@ -66,16 +68,8 @@ type AcquireRequest struct {
 	Required drivers.Set
 	// Metadata is copied onto a new lease record. Default none.
 	Metadata map[string]string
-	// Draft acquires for an unsaved config (a draft probe, PRB-4); it needs
-	// authz.ActionProbe. The config may hold pasted secret values and
-	// Company may be empty. The write-ahead record is kept as for every
-	// lease (LEASE-2), but without the config's secret fields, so nothing
-	// secret is stored: a cleanup that must be retried later runs without
-	// credentials, and stays pending_cleanup for an operator if the driver
-	// needs them. Only the Ephemeral policy is allowed.
-	Draft *Draft
 	// Runner, if not nil, says the sandbox will host berth's runner
-	// (Handle.HostRunner, controller.Attach): it adds
+	// (Handle.Run, controller.Attach): it adds
 	// drivers.CapRunnerIngress to Required. The binary for the target's
 	// architecture is picked before anything is allocated: the driver
 	// reports the architecture (drivers.ArchReporter: local, Docker, the
@@ -103,6 +97,9 @@ type AcquireRequest struct {
 	// outlives it even when no process of the host is left to stop it.
 	// Default zero: the TTL.
 	Expires time.Time
+
+	// draft, if not nil, acquires for an unsaved config (leasehook.Draft).
+	draft *draftTarget
 }
 
 // expiry is when a lease acquired by a at now expires.
@@ -113,11 +110,20 @@ func (m *Manager) expiry(a *acq, now time.Time) time.Time {
 	return now.Add(m.o.knobs.LeaseTTL)
 }
 
-// Draft is an unsaved target: a driver and a config normalized by its
-// schema (environment.Catalog.Draft returns both).
-type Draft struct {
-	Driver string
-	Config config.Config
+// draftTarget is an unsaved target: a driver and a config normalized by its
+// schema (envhook.Draft returns both), for a draft probe (PRB-4; see
+// leasehook.Draft).
+type draftTarget struct {
+	driver string
+	config config.Config
+}
+
+func init() {
+	leasehook.Draft = func(req any, driver string, cfg config.Config) any {
+		r := req.(AcquireRequest)
+		r.draft = &draftTarget{driver: driver, config: cfg}
+		return r
+	}
 }
 
 // acq is one prepared acquisition.
@@ -142,7 +148,7 @@ type acq struct {
 	detached context.Context
 	// set when a recorded sandbox was replaced (LEASE-4)
 	replaces      string
-	replaceReason ReplaceReason
+	replaceReason string
 }
 
 func (a *acq) reusable() bool { return a.reuseKey != "" }
@@ -151,7 +157,7 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // sandbox, for the acting principal p.
 //
 // Authorization (AUTH-1, ASG-3): the manager asks the Authorizer of the
-// Assignments it was built with (NewManager) for authz.ActionLease; by environment id the
+// Assignments it was built with (berth.New's) for authz.ActionLease; by environment id the
 // resource carries the id and Company, through a scope also the Scope, and
 // the binding is resolved from the store as Assignments.Resolve does. A
 // company never leases an environment bound to other
@@ -164,8 +170,8 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // startup budget bounds all attempts; only transient errors are retried
 // (LEASE-3). Reusable policies resume the recorded sandbox when its reuse
 // fingerprint matches, else replace it and record why (LEASE-4); a failed
-// resume keeps the lease and returns an error wrapping ErrPreserved
-// (LEASE-5). The same run acquiring again gets the same lease, and
+// resume keeps the lease and returns an error of reason "lease_preserved"
+// (errcode.ReasonOf; code Unavailable) (LEASE-5). The same run acquiring again gets the same lease, and
 // concurrent acquisitions of one reuse key make one sandbox (LEASE-8).
 //
 // Errors: errcode.ErrInvalid for a malformed request; errcode.ErrDenied;
@@ -175,9 +181,12 @@ func (a *acq) reusable() bool { return a.reuseKey != "" }
 // the instance settings refuse (CFG-9, through the Assignments' gate: also
 // instance.ErrEnvironmentsDisabled, or instance.ErrManagedSandboxOnly for a
 // host driver, drafts included; nothing is written or created);
-// drivers.ErrUnsupported naming a missing capability; ErrStartupBudget when
-// the budget ran out; ErrCleanupPending when a failed start could not be
-// cleaned up (a Sweep retries it); the driver's sentinels otherwise.
+// drivers.ErrUnsupported naming a missing capability; reason
+// "startup_budget" (errcode.ReasonOf; code Timeout) when the budget ran
+// out; reason "image_mismatch" (code Conflict) when the live sandbox does
+// not run the active template's image (IMG-3: the sandbox was destroyed);
+// ErrCleanupPending when a failed start could not be cleaned up (a Sweep
+// retries it); the driver's sentinels otherwise.
 // Concurrent callers coalesced onto one acquisition share its outcome; the
 // shared acquisition runs on a context detached from every caller and
 // bounded by the startup budget plus Options.ClaimGrace, and each caller
@@ -270,7 +279,7 @@ func (m *Manager) prepare(ctx context.Context, p authz.Principal, req AcquireReq
 // and authorized (target) or, for a pool refill, listed itself.
 func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, req AcquireRequest) (*acq, error) {
 	var err error
-	draft := req.Draft != nil
+	draft := req.draft != nil
 	switch {
 	case req.Company == "" && !draft:
 		return nil, fmt.Errorf("lease: acquire: company is required: %w", errcode.ErrInvalid)
@@ -284,7 +293,7 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 	if req.Policy == "" {
 		req.Policy = Ephemeral
 	}
-	if !req.Policy.Valid() {
+	if !req.Policy.valid() {
 		return nil, fmt.Errorf("lease: acquire %s: unknown policy %q: %w", name, req.Policy, errcode.ErrInvalid)
 	}
 	drv, err := m.reg.Lookup(env.Driver)
@@ -604,7 +613,7 @@ func (m *Manager) newLease(a *acq) *Lease {
 		ClaimedBy: m.opOwner(), ClaimedUntil: now.Add(a.budget + m.o.ClaimGrace),
 	}
 	if a.template != nil {
-		l.Labels[LabelTemplate] = a.template.ID
+		l.Labels[labelTemplate] = a.template.ID
 	}
 	return l
 }
@@ -673,11 +682,11 @@ func (m *Manager) touch(ctx context.Context, l *Lease, a *acq) {
 	if l.ClaimedBy != "" && l.ClaimedUntil.After(now) {
 		return
 	}
-	upd := l.Clone()
+	upd := l.clone()
 	upd.Run, upd.LastUsedAt, upd.ExpiresAt = a.req.Run, now, m.expiry(a, now)
 	upd.Uses++
 	if err := m.store.UpdateLease(ctx, upd); err != nil {
-		m.o.Logger.Debug("lease: recording reuse", "lease", l.ID, "err", err)
+		m.o.logger.Debug("lease: recording reuse", "lease", l.ID, "err", err)
 	}
 }
 
@@ -693,30 +702,30 @@ func (m *Manager) abandon(ctx context.Context, l *Lease, reason string) {
 		m.unclaim(ctx, cl, "")
 		return
 	}
-	cl.Status, cl.Cleanup, cl.CleanupDisposition, cl.AfterCleanup = StatusPendingCleanup, CleanupPending, drivers.Destroy, StatusFailed
+	cl.Status, cl.Cleanup, cl.CleanupDisposition, cl.AfterCleanup = StatusPendingCleanup, cleanupPending, drivers.Destroy, StatusFailed
 	cl.FailureReason = reason
 	cl.ReuseKey, cl.RunKey, cl.ClaimedBy, cl.ClaimedUntil = "", "", "", time.Time{}
 	if err := m.store.UpdateLease(ctx, cl); err != nil {
-		m.o.Logger.Warn("lease: marking an interrupted acquisition for cleanup", "lease", l.ID, "err", err)
+		m.o.logger.Warn("lease: marking an interrupted acquisition for cleanup", "lease", l.ID, "err", err)
 	}
 }
 
 // unclaim drops this manager's claim on l, recording reason if not "".
 func (m *Manager) unclaim(ctx context.Context, l *Lease, reason string) {
-	upd := l.Clone()
+	upd := l.clone()
 	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 	if reason != "" {
 		upd.FailureReason = reason
 	}
 	if err := m.store.UpdateLease(context.WithoutCancel(ctx), upd); err != nil {
-		m.o.Logger.Warn("lease: dropping a claim", "lease", l.ID, "err", err)
+		m.o.logger.Warn("lease: dropping a claim", "lease", l.ID, "err", err)
 	}
 }
 
 // replace retires a reusable lease whose sandbox cannot be resumed so that
 // the acquisition makes a replacement, recording the reason (LEASE-4).
 // owner is the claim the caller already holds on old, or "".
-func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason ReplaceReason, owner string) (*Handle, bool, error) {
+func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason string, owner string) (*Handle, bool, error) {
 	now := m.now()
 	if owner == "" {
 		owner = m.opOwner()
@@ -736,8 +745,8 @@ func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason Replac
 	}
 	cl.ReuseKey, cl.RunKey = "", ""
 	cl.FailureReason = fmt.Sprintf("replaced (%s)", reason)
-	if reason == ReplaceNotFound {
-		cl.Status, cl.Cleanup, cl.ReleasedAt = StatusFailed, CleanupConfirmed, now
+	if reason == replaceNotFound {
+		cl.Status, cl.Cleanup, cl.ReleasedAt = StatusFailed, cleanupConfirmed, now
 		cl.CleanupEvidence = fmt.Sprintf("resume: provider has no sandbox %s", cl.ProviderLeaseID)
 		cl.CleanupEvidenceKind = drivers.EvidenceProvider
 		cl.ClaimedBy, cl.ClaimedUntil = "", time.Time{}
@@ -745,9 +754,9 @@ func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason Replac
 			return nil, false, fmt.Errorf("lease %s: recording its replacement: %w", old.ID, err)
 		}
 	} else {
-		cl.Status, cl.Cleanup, cl.CleanupDisposition = StatusPendingCleanup, CleanupPending, drivers.Destroy
+		cl.Status, cl.Cleanup, cl.CleanupDisposition = StatusPendingCleanup, cleanupPending, drivers.Destroy
 		cl.AfterCleanup = StatusReleased
-		if reason == ReplaceExpired {
+		if reason == replaceExpired {
 			cl.AfterCleanup = StatusExpired
 		}
 		if err := m.store.UpdateLease(ctx, cl); err != nil {
@@ -755,7 +764,7 @@ func (m *Manager) replace(ctx context.Context, a *acq, old *Lease, reason Replac
 		}
 		// Best effort now; a Sweep retries what is not proven.
 		if _, err := m.cleanup(ctx, cl); err != nil {
-			m.o.Logger.Info("lease: cleanup of a replaced sandbox left pending", "lease", cl.ID, "err", err)
+			m.o.logger.Info("lease: cleanup of a replaced sandbox left pending", "lease", cl.ID, "err", err)
 		}
 	}
 	a.replaces, a.replaceReason = cl.ID, reason

@@ -46,7 +46,7 @@ func TestAcquireExecRelease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if rel.Status != lease.StatusReleased || rel.Cleanup != lease.CleanupConfirmed || rel.ReleasedAt.IsZero() || rel.CleanupEvidence == "" {
+	if rel.Status != lease.StatusReleased || rel.Cleanup != "confirmed" || rel.ReleasedAt.IsZero() || rel.CleanupEvidence == "" {
 		t.Errorf("released lease: %+v", rel)
 	}
 	if st := w.state(l.ProviderLeaseID); st != drivers.StateDestroyed {
@@ -115,7 +115,7 @@ func TestWriteAheadAndBudgetPrecedence(t *testing.T) {
 				wrap: func(fk *fake.Driver, s lease.Store) drivers.Driver {
 					return writeAheadDriver{Driver: fk, store: s, t: t, claimed: claimed}
 				},
-				options: func(o *lease.Options) { knobs(o, func(k *leasetune.Knobs) { k.StartupBudget = 7 * time.Minute }) },
+				options: func(o *mopts) { knobs(o, func(k *leasetune.Knobs) { k.StartupBudget = 7 * time.Minute }) },
 			})
 			raw := map[string]any{}
 			if tt.knob != "" {
@@ -346,7 +346,7 @@ func TestUsage(t *testing.T) {
 	}
 	// The hook NewManager returns for the catalog (any manager over the
 	// store answers alike).
-	_, usage := lease.NewManager(w.store, w.reg, w.asg, nil, w.options())
+	_, usage := newManagerWith(w.store, w.reg, w.asg, nil, w.options())
 	if other, err := usage.EnvironmentUsage(bg, "env-2"); err != nil || !cmp.Equal(other, environment.Usage{}) {
 		t.Errorf("EnvironmentUsage(other env) = %+v, %v, want zero", other, err)
 	}
@@ -433,7 +433,7 @@ func TestReuseDoesNotOverwriteAnotherManagersClaim(t *testing.T) {
 	if got := w.get(h.ID()); got.Version != claimed.Version {
 		t.Fatalf("the lease was written while another manager held its claim (version %d, want %d)", got.Version, claimed.Version)
 	}
-	done := claimed.Clone()
+	done := lease.Clone(claimed)
 	done.ClaimedBy, done.ClaimedUntil = "", time.Time{}
 	if err := w.store.UpdateLease(bg, done); err != nil {
 		t.Fatalf("the claimant's update failed: %v", err)
@@ -452,8 +452,8 @@ func TestDraftLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	draft := &lease.Draft{Driver: w.fk.Name(), Config: cfg}
-	h, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: draft})
+	draft := func(req lease.AcquireRequest) lease.AcquireRequest { return lease.Draft(req, w.fk.Name(), cfg) }
+	h, err := w.m.Acquire(bg, op, draft(lease.AcquireRequest{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,14 +464,14 @@ func TestDraftLeases(t *testing.T) {
 	if _, has := rec.Config["api_key"]; has {
 		t.Errorf("the draft record holds the secret field: %v", rec.Config)
 	}
-	if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil || l.Cleanup != lease.CleanupConfirmed {
+	if l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil || l.Cleanup != "confirmed" {
 		t.Fatalf("release: %+v, %v", l, err)
 	}
-	if _, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: draft, Policy: lease.ReuseByEnvironment}); !errors.Is(err, errcode.ErrInvalid) {
+	if _, err := w.m.Acquire(bg, op, draft(lease.AcquireRequest{Policy: lease.ReuseByEnvironment})); !errors.Is(err, errcode.ErrInvalid) {
 		t.Errorf("reusable draft: %v, want errcode.ErrInvalid", err)
 	}
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
-	if _, err := w.m.Acquire(bg, agent, lease.AcquireRequest{Draft: draft}); !errors.Is(err, errcode.ErrDenied) {
+	if _, err := w.m.Acquire(bg, agent, draft(lease.AcquireRequest{})); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("draft by an agent: %v, want ErrDenied (PRB-7)", err)
 	}
 	w.save(&environment.Environment{ID: "pasted", Name: "pasted", Driver: w.fk.Name(), Status: environment.StatusActive, Config: cfg, Revision: 1})

@@ -17,7 +17,7 @@ import (
 // from the store through the manager's Assignments (never from the caller).
 func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireRequest) (*environment.Environment, error) {
 	named := 0
-	for _, set := range []bool{req.EnvironmentID != "", req.Scope != nil, req.Draft != nil} {
+	for _, set := range []bool{req.EnvironmentID != "", req.Scope != nil, req.draft != nil} {
 		if set {
 			named++
 		}
@@ -25,24 +25,24 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	if named != 1 {
 		return nil, fmt.Errorf("lease: acquire: exactly one of an environment id, a scope and a draft is required: %w", errcode.ErrInvalid)
 	}
-	if req.Draft != nil {
-		r := authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: req.Draft.Driver, Company: req.Company}
+	if req.draft != nil {
+		r := authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: req.draft.driver, Company: req.Company}
 		// Through the Assignments, whose gate's instance settings decide
 		// too (CFG-9).
 		var err error
 		if m.asg != nil {
-			err = envhook.AdmitDraft(m.asg, ctx, p, req.Draft.Driver, req.Company)
+			err = envhook.AdmitDraft(m.asg, ctx, p, req.draft.driver, req.Company)
 		} else {
 			err = m.authorize(ctx, p, authz.ActionProbe, r)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("lease: draft acquire: %w", err)
 		}
-		return &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: req.Draft.Driver,
-			Status: environment.StatusActive, Config: req.Draft.Config}, nil
+		return &environment.Environment{ID: "draft-" + randomHex(6), Name: "draft", Driver: req.draft.driver,
+			Status: environment.StatusActive, Config: req.draft.config}, nil
 	}
 	if m.asg == nil {
-		return nil, fmt.Errorf("lease: acquire: the manager has no Assignments (NewManager) to read environments and bindings from: %w", errcode.ErrInvalid)
+		return nil, fmt.Errorf("lease: acquire: the manager has no Assignments (leasehook.Sources) to read environments and bindings from: %w", errcode.ErrInvalid)
 	}
 	if req.EnvironmentID != "" && req.Company == "" {
 		return nil, fmt.Errorf("lease: acquire environment %s: company is required: %w", req.EnvironmentID, errcode.ErrInvalid)

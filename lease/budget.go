@@ -17,7 +17,7 @@ import (
 // budget) end unused within microseconds on fast stores and drivers, and a
 // timer each was a fifth of the manager's allocations.
 type budgetCtx struct {
-	m        *Manager        // whose clock (m.o.Clock) measures the deadline
+	m        *Manager        // whose clock (m.o.clock) measures the deadline
 	parent   context.Context // Done() == nil, unless inner is set from the start
 	deadline time.Time
 
@@ -42,7 +42,7 @@ func (m *Manager) withBudget(ctx context.Context, deadline time.Time) *budgetCtx
 	}
 	b := &budgetCtx{m: m, parent: parent, deadline: deadline}
 	if parent.Done() != nil {
-		b.inner, b.stop = retry.WithDeadline(parent, m.o.Clock, deadline)
+		b.inner, b.stop = retry.WithDeadline(parent, m.o.clock, deadline)
 	}
 	return b
 }
@@ -51,7 +51,7 @@ func (m *Manager) withBudget(ctx context.Context, deadline time.Time) *budgetCtx
 func (b *budgetCtx) idle() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.inner == nil && b.err == nil && b.m.o.Clock.Now().Before(b.deadline)
+	return b.inner == nil && b.err == nil && b.m.o.clock.Now().Before(b.deadline)
 }
 
 func (b *budgetCtx) Deadline() (time.Time, bool) { return b.deadline, true }
@@ -79,7 +79,7 @@ func (b *budgetCtx) doneLocked() <-chan struct{} {
 	if b.inner != nil {
 		return b.inner.Done()
 	}
-	if b.err == nil && !b.m.o.Clock.Now().Before(b.deadline) {
+	if b.err == nil && !b.m.o.clock.Now().Before(b.deadline) {
 		b.err = context.DeadlineExceeded
 	}
 	if b.err != nil {
@@ -89,7 +89,7 @@ func (b *budgetCtx) doneLocked() <-chan struct{} {
 		}
 		return b.closed
 	}
-	b.inner, b.stop = retry.WithDeadline(b.parent, b.m.o.Clock, b.deadline)
+	b.inner, b.stop = retry.WithDeadline(b.parent, b.m.o.clock, b.deadline)
 	return b.inner.Done()
 }
 
@@ -101,7 +101,7 @@ func (b *budgetCtx) Err() error {
 		return b.inner.Err()
 	case b.err != nil:
 		return b.err
-	case !b.m.o.Clock.Now().Before(b.deadline):
+	case !b.m.o.clock.Now().Before(b.deadline):
 		b.err = context.DeadlineExceeded
 		return b.err
 	}
@@ -135,7 +135,7 @@ func (b *budgetCtx) cancel() {
 	}
 	if b.err == nil {
 		b.err = context.Canceled
-		if !b.m.o.Clock.Now().Before(b.deadline) {
+		if !b.m.o.clock.Now().Before(b.deadline) {
 			b.err = context.DeadlineExceeded
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/leasehook"
 )
 
 type budgetKey struct{}
@@ -26,7 +27,7 @@ func TestBudgetContextEndsAtItsDeadline(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, askDone := range []bool{false, true} {
 		clk := clock.NewFake(t0)
-		m, _ := NewManager(NewMemoryStore(), nil, nil, nil, &Options{Clock: clk})
+		m, _ := newManager(leasehook.Sources{Store: NewMemoryStore(), Clock: clk})
 		parent := context.WithValue(context.Background(), budgetKey{}, "v")
 		b := m.withBudget(parent, t0.Add(time.Minute))
 		if b.inner != nil {
@@ -69,7 +70,7 @@ func TestBudgetContextEndsAtItsDeadline(t *testing.T) {
 }
 
 func TestBudgetContextCancel(t *testing.T) {
-	m, _ := NewManager(NewMemoryStore(), nil, nil, nil, nil)
+	m, _ := newManager(leasehook.Sources{Store: NewMemoryStore()})
 	b := m.withBudget(context.Background(), time.Now().Add(time.Hour))
 	b.cancel()
 	if err := b.Err(); !errors.Is(err, context.Canceled) {
@@ -100,7 +101,7 @@ func ctxOf(ch chan struct{}) context.Context {
 // A budget over a context that can end follows it; a budget nested in an
 // unstarted one with a later deadline needs no timer of that one.
 func TestBudgetContextNesting(t *testing.T) {
-	m, _ := NewManager(NewMemoryStore(), nil, nil, nil, nil)
+	m, _ := newManager(leasehook.Sources{Store: NewMemoryStore()})
 	parent, cancelParent := context.WithCancel(context.Background())
 	b := m.withBudget(parent, time.Now().Add(time.Hour))
 	defer b.cancel()

@@ -51,11 +51,11 @@ func (m *Manager) terminate(ctx context.Context, drv drivers.Driver, l *Lease, s
 // markPending records upd as pending cleanup (owing d, then status after)
 // and returns the stored lease. ok is false when the store refused it.
 func (m *Manager) markPending(ctx context.Context, upd *Lease, d drivers.Disposition, after Status, reason string) (*Lease, bool) {
-	upd.Status, upd.Cleanup, upd.CleanupDisposition, upd.AfterCleanup = StatusPendingCleanup, CleanupPending, d, after
+	upd.Status, upd.Cleanup, upd.CleanupDisposition, upd.AfterCleanup = StatusPendingCleanup, cleanupPending, d, after
 	upd.FailureReason = reason
 	upd.ReuseKey, upd.RunKey, upd.ClaimedBy, upd.ClaimedUntil = "", "", "", time.Time{}
 	if err := m.store.UpdateLease(ctx, upd); err != nil {
-		m.o.Logger.Warn("lease: recording a pending cleanup", "lease", upd.ID, "err", err)
+		m.o.logger.Warn("lease: recording a pending cleanup", "lease", upd.ID, "err", err)
 		return nil, false
 	}
 	return upd, true
@@ -108,7 +108,7 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 			cerr = fmt.Errorf("%w; %w", serr, cerr)
 		}
 	}
-	upd := l.Clone()
+	upd := l.clone()
 	upd.CleanupAttempts++
 	upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 	if proven {
@@ -116,7 +116,7 @@ func (m *Manager) cleanup(ctx context.Context, l *Lease) (*Lease, error) {
 		if upd.Status == "" {
 			upd.Status = StatusReleased
 		}
-		upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind, upd.ReleasedAt = CleanupConfirmed, evidence, kind, m.now()
+		upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind, upd.ReleasedAt = cleanupConfirmed, evidence, kind, m.now()
 	} else {
 		upd.CleanupEvidence = cerr.Error()
 	}
@@ -171,7 +171,7 @@ func (m *Manager) cleanupByLabel(ctx context.Context, drv drivers.Driver, l *Lea
 	if err != nil {
 		return false, "", drivers.EvidenceNone, fmt.Errorf("no provider lease id recorded and the driver cannot destroy by id: %w", err)
 	}
-	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
+	cctx, cancel := retry.WithTimeout(ctx, m.o.clock, m.o.knobs.CleanupBudget)
 	defer cancel()
 	cfg, err := m.resolveConfig(cctx, drv, l.Config)
 	if err != nil {

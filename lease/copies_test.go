@@ -29,7 +29,7 @@ func TestReturnedLeasesAreTheCallers(t *testing.T) {
 		return h
 	}
 	a, b := acquire("a"), acquire("b")
-	stored := map[string]*lease.Lease{a.ID(): w.get(a.ID()).Clone(), b.ID(): w.get(b.ID()).Clone()}
+	stored := map[string]*lease.Lease{a.ID(): lease.Clone(w.get(a.ID())), b.ID(): lease.Clone(w.get(b.ID()))}
 	scribble := func(what string, l *lease.Lease) {
 		t.Helper()
 		if l == nil {
@@ -84,7 +84,7 @@ func TestReturnedLeasesAreTheCallers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored[a.ID()] = w.get(a.ID()).Clone()
+	stored[a.ID()] = lease.Clone(w.get(a.ID()))
 	scribble("Handle.Release", la)
 	check("Handle.Release")
 	lb, err := w.m.Release(bg, roleAgent, b.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
@@ -94,7 +94,7 @@ func TestReturnedLeasesAreTheCallers(t *testing.T) {
 	if !lb.Redacted || lb.Runner == nil || lb.Runner.Binary != "" {
 		t.Fatalf("Release as an agent: redacted %v runner %+v, want the redacted record with its runner's sum", lb.Redacted, lb.Runner)
 	}
-	stored[b.ID()] = w.get(b.ID()).Clone()
+	stored[b.ID()] = lease.Clone(w.get(b.ID()))
 	scribble("Release as agent", lb)
 	check("Release as agent")
 	if l, err := w.m.Get(bg, op, b.ID()); err != nil || l.Runner.Binary == "" || l.Runner.SHA256 != stored[b.ID()].Runner.SHA256 {

@@ -54,18 +54,11 @@ type crashStore struct {
 	c *crasher
 }
 
-func (s crashStore) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
+func (s crashStore) InsertLease(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
 	if err := s.c.call(); err != nil {
 		return nil, err
 	}
-	return s.s.InsertLease(ctx, l)
-}
-
-func (s crashStore) InsertLeaseWithin(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
-	if err := s.c.call(); err != nil {
-		return nil, err
-	}
-	return s.s.InsertLeaseWithin(ctx, l, q)
+	return s.s.InsertLease(ctx, l, q)
 }
 
 func (s crashStore) GetLease(ctx context.Context, id string) (*lease.Lease, error) {
@@ -216,13 +209,13 @@ func (s *crashSandbox) Release(ctx context.Context, d drivers.Disposition) (driv
 // store and provider, crashing as c says.
 func (w *world) process(c *crasher) *lease.Manager {
 	reg := drivers.NewRegistry(crashDriver{Driver: w.fk, c: c})
-	m, _ := lease.NewManager(crashStore{s: w.store, c: c}, reg, w.asg, nil, w.options())
+	m, _ := newManagerWith(crashStore{s: w.store, c: c}, reg, w.asg, nil, w.options())
 	return m
 }
 
-func (s crashStore) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease, error) {
+func (s crashStore) AdoptPooled(ctx context.Context, ad *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
 	if err := s.c.call(); err != nil {
 		return nil, err
 	}
-	return s.s.AdoptPooled(ctx, ad)
+	return s.s.AdoptPooled(ctx, ad, q)
 }

@@ -44,7 +44,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	if wctx == nil {
 		wctx = detach(ctx)
 	}
-	if m.o.SecretKeeper != nil && len(secretcfg.SecretRefs(l.Config)) > 0 {
+	if m.o.secretKeeper != nil && len(secretcfg.SecretRefs(l.Config)) > 0 {
 		// The secrets were resolved before the record (and its secret
 		// uses) was written; a catalog that retired them in between may
 		// have deleted them. Resolve again now that the uses hold them, so
@@ -155,24 +155,24 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 		err = s.err
 	}
 	if budgetOut {
-		err = fmt.Errorf("%w (%s): %w", ErrStartupBudget, a.budget, err)
+		err = fmt.Errorf("%w (%s): %w", errStartupBudget, a.budget, err)
 	}
 	if rerr != nil {
 		// The driver destroyed the sandbox best effort; without proof the
 		// cleanup is left to a sweep.
-		upd := cur.Clone()
+		upd := cur.clone()
 		upd.ProviderLeaseID = pid
 		m.markPending(wctx, upd, drivers.Destroy, StatusFailed, "recording the provider lease id failed: "+rerr.Error())
 		return nil, fmt.Errorf("lease %s: %w: %w", l.ID, ErrCleanupPending, err)
 	}
 	if pid != "" && a.reusable() && budgetOut {
 		// LEASE-4: the sandbox may finish starting; keep it for resume.
-		upd := cur.Clone()
+		upd := cur.clone()
 		upd.Status, upd.ExpiresAt = StatusRetained, now.Add(m.o.knobs.ResumableTTL)
 		upd.FailureReason = fmt.Sprintf("did not start within the budget of %s; kept for a later acquisition to resume", a.budget)
 		upd.ClaimedBy, upd.ClaimedUntil = "", time.Time{}
 		if uerr := m.store.UpdateLease(wctx, upd); uerr != nil {
-			m.o.Logger.Warn("lease: recording a retained slow start", "lease", l.ID, "err", uerr)
+			m.o.logger.Warn("lease: recording a retained slow start", "lease", l.ID, "err", uerr)
 		}
 		return nil, fmt.Errorf("lease %s: sandbox %s is retained for reuse: %w", l.ID, pid, err)
 	}
@@ -189,7 +189,7 @@ func (m *Manager) discardAllocated(ctx context.Context, a *acq, st *creation) bo
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	upd := st.cur.Clone()
+	upd := st.cur.clone()
 	upd.ProviderLeaseID = ""
 	if err := m.store.UpdateLease(ctx, upd); err != nil {
 		return false
@@ -201,16 +201,16 @@ func (m *Manager) discardAllocated(ctx context.Context, a *acq, st *creation) bo
 // failStart ends a failed acquisition of the starting lease cur: failed when
 // nothing was allocated, else destroyed (failed) or pending_cleanup.
 func (m *Manager) failStart(ctx context.Context, a *acq, cur *Lease, pid string, sb drivers.Sandbox, cause error) error {
-	upd := cur.Clone()
+	upd := cur.clone()
 	upd.ProviderLeaseID = pid
 	if pid == "" {
 		now := m.now()
-		upd.Status, upd.Cleanup, upd.ReleasedAt = StatusFailed, CleanupConfirmed, now
+		upd.Status, upd.Cleanup, upd.ReleasedAt = StatusFailed, cleanupConfirmed, now
 		upd.CleanupEvidence = "no sandbox was allocated"
 		upd.FailureReason = cause.Error()
 		upd.ReuseKey, upd.RunKey, upd.ClaimedBy, upd.ClaimedUntil = "", "", "", time.Time{}
 		if err := m.store.UpdateLease(ctx, upd); err != nil {
-			m.o.Logger.Warn("lease: recording a failed start", "lease", cur.ID, "err", err)
+			m.o.logger.Warn("lease: recording a failed start", "lease", cur.ID, "err", err)
 		}
 		return fmt.Errorf("lease %s: acquire environment %s: %w", cur.ID, cur.Environment, cause)
 	}
@@ -219,7 +219,7 @@ func (m *Manager) failStart(ctx context.Context, a *acq, cur *Lease, pid string,
 		// The record still says starting with the provider id; a sweep
 		// resolves it once its claim expires. Try to remove the sandbox now.
 		if _, err := m.terminate(ctx, a.drv, upd, sb, drivers.Destroy, sb != nil); err != nil {
-			m.o.Logger.Info("lease: removing the sandbox of a failed start", "lease", cur.ID, "err", err)
+			m.o.logger.Info("lease: removing the sandbox of a failed start", "lease", cur.ID, "err", err)
 		}
 		return fmt.Errorf("lease %s: acquire environment %s: %w; cleanup of sandbox %s is left to a sweep: %w", cur.ID, cur.Environment, ErrCleanupPending, pid, cause)
 	}

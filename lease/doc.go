@@ -1,7 +1,8 @@
 // Package lease hands out sandboxes (and host sessions) of saved
 // environments to runs, and makes sure none is ever lost track of.
 //
-//	m, usage := lease.NewManager(store, reg, asg, tasks, opts)
+//	sys, err := berth.New(ctx, &berth.Options{Stores: db.Stores(), Leases: &lease.Options{InstanceID: "prod"}})
+//	m := sys.Leases()
 //	h, err := m.Acquire(ctx, operator, lease.AcquireRequest{
 //		Company: "acme", EnvironmentID: envID, Run: "run-1",
 //		Policy: lease.ReuseByEnvironment})
@@ -10,11 +11,12 @@
 //	// l.Status, l.Cleanup
 //	report, err := m.Sweep(ctx, operator) // what crashes left behind
 //
-// Manager is the entry point: Acquire returns a Handle, a portable value
-// that runs commands, terminals, image reports and captures on
-// the live sandbox and releases through the manager (the raw sandbox only
-// inside Handle.Raw, scoped as database/sql.Conn.Raw and unsafe for
-// lifecycle); Release ends it with a disposition (the zero one lets the
+// Manager is the entry point, which a host gets from berth.New
+// (System.Leases, configured by berth.Options.Leases): Acquire returns a
+// Handle, a portable value that runs commands on the live sandbox (Exec)
+// or tasks through berth's runner (Run) and releases through the manager
+// (the raw sandbox only inside Handle.Raw, scoped as database/sql.Conn.Raw
+// and unsafe for lifecycle); Release ends it with a disposition (the zero one lets the
 // lease's policy decide: ByPolicy); Get and List read lease
 // records; Sweep cleans up what crashes and failures left behind. Lease is
 // the record; Store persists it, NewMemoryStore returns the in-memory
@@ -26,13 +28,17 @@
 // Every exported method of the Manager that acts for someone takes the
 // acting authz.Principal right after its context and asks the Authorizer
 // (internal/apicheck checks it). What the manager and other services call
-// in each other at composition is not an exported method: NewManager takes
-// the Assignments (for environments, bindings and the Authorizer) and the
-// runner controller's TaskStopper (berth.New builds it with berth's
-// runner controller, internal/controller), and returns, next to the
-// Manager, the environment.UsageReporter that counts leases for the
-// catalog's delete blast radius. berth.New
-// wires them. A Handle's methods take no principal: the Handle is the
+// in each other at composition is not an exported method: the manager's
+// constructor (internal/leasehook.New, which only berth.New calls) takes
+// the Assignments (for environments, bindings and the Authorizer), the
+// runner controller's task hook (the value internal/controller.New returns),
+// the secret store and keeper, the instance settings and the runner
+// binaries, and returns, next to the Manager, the
+// environment.UsageReporter that counts leases for the catalog's delete
+// blast radius. So do the calls of a Handle that only the runner
+// controller, the prober and the templates service make (hosting the
+// runner, a terminal, a capture, the live image): a host reaches them
+// through those services. A Handle's methods take no principal: the Handle is the
 // authority Acquire granted to the principal who acquired it, as an open
 // *os.File is.
 //
@@ -74,19 +80,19 @@
 // Reuse (LEASE-4, LEASE-5): ReuseByEnvironment and ReuseByWorkspace need
 // drivers.CapReuse. One lease record owns one reusable sandbox across runs
 // (its ReuseKey). An acquisition resumes it when the reuse fingerprint
-// (Lease.Fingerprint, see EnvironmentFingerprint: driver, identity fields,
+// (Lease.Fingerprint: driver, identity fields,
 // secret references and versions; knobs and metadata left out) matches, including a sandbox that finished starting
 // after an earlier acquisition ran out of budget (that lease is kept
 // retained). Otherwise a replacement is made and its lease records Replaces
 // and ReplaceReason (not_found, expired, identity_mismatch, runner_mismatch,
 // template_changed). A resume that fails otherwise keeps the lease and
-// returns an error wrapping ErrPreserved; nothing replaces it silently.
+// returns an error of reason "lease_preserved" (errcode.ReasonOf); nothing replaces it silently.
 //
 // Templates (IMG-8): while an environment's active template applies to its
 // config (environment.ActiveTemplate.Drift relinked), a lease
 // starts from the template's identity as its image (so the reuse
-// fingerprint covers it), is labelled LabelTemplate, and its live identity
-// is checked (ErrImageMismatch, the sandbox destroyed). Manager.Open hands
+// fingerprint covers it), is labelled berth.template-id, and its live identity
+// is checked (reason "image_mismatch", the sandbox destroyed). Manager.Open hands
 // a live sandbox lease's handle to another process (templates'
 // capture).
 //
@@ -128,12 +134,12 @@
 // without it gets the set's only binary) and picks that binary, or refuses
 // a target of an architecture the set lacks, naming it; nothing is written
 // or created then. The pick is recorded (Lease.Runner) and is what
-// Handle.HostRunner installs. A reusable sandbox of a driver that prepares
+// Handle.Run installs. A reusable sandbox of a driver that prepares
 // for its runner at creation (KindSandbox: Docker's bind mount) is not
-// resumed for another binary: it is replaced, ReplaceRunnerMismatch.
+// resumed for another binary: it is replaced ("runner_mismatch").
 //
-// Runner tasks (PRP-6): with a TaskStopper (NewManager's tasks, the hook
-// berth's runner controller returns), a release that stops or destroys, and every
+// Runner tasks (PRP-6): with the runner protocol's hook (the value
+// internal/controller.New returns, which berth.New wires), a release that stops or destroys, and every
 // cleanup (a Sweep, a Release of a pending_cleanup lease), first has every
 // runner task of the lease stopped and verified. An unproven stop (an
 // incomplete proof, a runner that does not answer within the one-minute cleanup budget)
@@ -156,8 +162,7 @@
 // key, and claims keep replicas off a lease another one works on, so that
 // one reuse key makes one sandbox and one cleanup is processed once.
 //
-// Records: the record of a draft lease
-// (AcquireRequest.Draft, Lease.Draft) is removed once its cleanup is proven
+// Records: the record of a draft lease (a draft probe's, Lease.Draft) is removed once its cleanup is proven
 // (PRB-4); an unproven one stays pending_cleanup until a release or Sweep
 // proves it. Records of ended leases (Lease.Ended) are kept, receipt
 // included, for Options.PruneAfter after their release, then pruned by a
@@ -171,7 +176,7 @@
 // Warm pools (LEASE-1, LEASE-2, LEASE-11, QUAL-4, IMG-3, CFG-7): an
 // environment with a pool (environment.Pool) keeps members: sandboxes
 // started ahead, each with its own write-ahead record (starting, then
-// StatusPooled) of authz.InstanceCompany, labelled LabelPool, made from the
+// StatusPooled) of authz.InstanceCompany, labelled berth.pool=member, made from the
 // config and active template the environment had at refill time (its
 // Lease.Fingerprint says which). An acquisition of a saved, active environment
 // with a pool, after its authorization and quota checks,
@@ -190,20 +195,20 @@
 // MaintainPools and every Sweep retire members that may no longer be
 // adopted (older than the max age, of another fingerprint, beyond the
 // size, of an archived or deleted environment or a removed pool, when
-// Options.SweepEnvironments lists the environments) by a claim, then a
+// the manager lists every saved environment, as berth.New's does) by a claim, then a
 // destroy with its receipt; a member whose destroy is not proven stays
 // pending_cleanup for the next sweep. A crash leaves a starting member,
 // or an adopted one not yet active, to the sweep like any starting lease.
-// The catalog's archive and delete drain the pool through NewManager's
+// The catalog's archive and delete drain the pool through the manager's
 // usage hook (environment.UsageReporter with its archive hook and
 // ClearEnvironment),
 // and the blast radius lists members as PooledLeases. Close drains
 // nothing. A runner pool (environment.Pool.Runner) prepares its members
-// for the binary of Options.PoolRunners at create (recorded as
+// for the System's runner binary (System.RunnerSet) at create (recorded as
 // Lease.Runner; without it the refill returns an error wrapping
 // drivers.ErrUnsupported), and only an acquisition for that binary adopts
 // one. Each member's runner is launched and connected while the member
-// starts, through the runner protocol's hook (NewManager's tasks: the
+// starts, through the runner protocol's hook (berth.New's: the
 // controller's; without it the refill returns an error wrapping
 // drivers.ErrUnsupported), on a session of authz.InstanceCompany that runs no
 // command; the lease that adopts the member takes that session over when
@@ -220,15 +225,15 @@
 // the adopting company's own record is compared with.
 //
 // Quotas: the live leases (Filter.Live) per company and per company and
-// environment are limited by the instance settings (Options.Settings:
+// environment are limited by the instance settings (System.Settings:
 // quotaPerCompany, quotaPerCompanyEnvironment; 8 and 4 when never set) and
 // by Options.Quotas, the stricter of the two per field; an acquisition
 // that would add a lease past a limit is refused with ErrQuota before
 // anything is written or allocated, and the error names the limit and the
 // company's own count. The same run's lease is returned as always. Pool
 // members, setup leases and drafts count for no company. The store counts
-// and writes in one step serialized per company (Store.InsertLeaseWithin,
-// Adoption.Quotas), so concurrent acquisitions, in one process or on
+// and writes in one step serialized per company (Store.InsertLease and
+// Store.AdoptPooled with the Quotas), so concurrent acquisitions, in one process or on
 // replicas sharing a database, never pass a limit together.
 //
 // # Status mapping
@@ -245,8 +250,9 @@
 //
 // Lease records keep the environment's normalized config with secret
 // references only; a config holding a secret value is refused. Secrets are
-// resolved through Options.Secrets when acquiring and again at cleanup time.
-// With Options.SecretKeeper (shared with the catalog) the manager records
+// resolved through the host's secret store (berth.Options.Secrets) when
+// acquiring and again at cleanup time. With the secret keeper berth.New
+// shares with the catalog, the manager records
 // the references of each lease record before writing it, and releases them
 // once the lease is proven clean (released and not resumable, expired, or
 // failed with nothing left); a secret the catalog retired meanwhile (an

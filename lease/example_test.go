@@ -13,10 +13,16 @@ import (
 	"github.com/berthdev/berth/lease"
 )
 
+// A host gets its lease manager from berth.New (System.Leases): acquire a
+// reusable lease, run a command, stop it, and resume it in the next run.
 func Example() {
 	ctx := context.Background()
-	// A host gets the manager from berth.New, over its store.Stores.
-	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true})
+	sys, err := berth.New(ctx, &berth.Options{
+		// Stores: db.Stores() of store/sqlite or store/postgres; none for memory stores.
+		Drivers:  []drivers.Driver{fake.New(nil)},
+		TestMode: true, // the fake driver is for tests only
+		Leases:   &lease.Options{InstanceID: "example"},
+	})
 	if err != nil {
 		fmt.Println(err)
 		return

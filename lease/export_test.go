@@ -5,6 +5,31 @@ import (
 	"io"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasehook"
+)
+
+// NewManager is leasehook.New, typed.
+func NewManager(src leasehook.Sources) (*Manager, environment.UsageReporter) { return newManager(src) }
+
+// Close is leasehook.Close, typed.
+func Close(m *Manager) error { return m.close() }
+
+// Clone returns a deep copy of l (Lease.clone).
+func Clone(l *Lease) *Lease { return l.clone() }
+
+// Draft returns req set to acquire for the unsaved config cfg of driver
+// (leasehook.Draft).
+func Draft(req AcquireRequest, driver string, cfg config.Config) AcquireRequest {
+	return leasehook.Draft(req, driver, cfg).(AcquireRequest)
+}
+
+// The errors an acquisition tells apart by their reason.
+var (
+	ErrPreserved     = errPreserved
+	ErrStartupBudget = errStartupBudget
+	ErrImageMismatch = errImageMismatch
 )
 
 // SetJoinHook makes m call f each time a caller has joined a coalesced

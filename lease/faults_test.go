@@ -72,7 +72,7 @@ func TestCrashDuringAcquisition(t *testing.T) {
 					t.Errorf("Sweep (-want +got):\n%s", diff)
 				}
 				l := w.get(ls[0].ID)
-				if l.Status != lease.StatusFailed || l.Cleanup != lease.CleanupConfirmed {
+				if l.Status != lease.StatusFailed || l.Cleanup != "confirmed" {
 					t.Errorf("record after sweep: %s/%s (%s), want failed/confirmed", l.Status, l.Cleanup, l.CleanupEvidence)
 				}
 			}
@@ -339,7 +339,7 @@ func TestReplacementReasons(t *testing.T) {
 	tests := []struct {
 		name       string
 		change     func(w *world, oldPID string)
-		reason     lease.ReplaceReason
+		reason     string
 		oldStatus  lease.Status
 		oldSandbox drivers.State
 	}{
@@ -347,17 +347,17 @@ func TestReplacementReasons(t *testing.T) {
 			if err := fakectl.Of(w.fk).Lose(pid); err != nil {
 				w.t.Fatal(err)
 			}
-		}, lease.ReplaceNotFound, lease.StatusFailed, "lost"},
+		}, "not_found", lease.StatusFailed, "lost"},
 		{"the lease expired", func(w *world, _ string) { w.clk.Advance(retainTTL + time.Second) },
-			lease.ReplaceExpired, lease.StatusExpired, drivers.StateDestroyed},
+			"expired", lease.StatusExpired, drivers.StateDestroyed},
 		{"the identity changed", func(w *world, _ string) {
 			w.env.Config = w.env.Config.Clone()
 			w.env.Config["region"] = "elsewhere-2"
-		}, lease.ReplaceIdentityMismatch, lease.StatusReleased, drivers.StateDestroyed},
+		}, "identity_mismatch", lease.StatusReleased, drivers.StateDestroyed},
 		{"the account changed", func(w *world, _ string) {
 			w.env.Config = w.env.Config.Clone()
 			w.env.Config["api_key"] = config.SecretRef{ID: "fake-key", Version: 9}
-		}, lease.ReplaceIdentityMismatch, lease.StatusReleased, drivers.StateDestroyed},
+		}, "identity_mismatch", lease.StatusReleased, drivers.StateDestroyed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

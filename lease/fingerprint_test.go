@@ -93,7 +93,7 @@ func TestActiveLeaseIsNeverReplacedUnderItsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2 := w.acquire(lease.ReuseByEnvironment, "run-2")
-	if l := h2.Lease(); l.Replaces != h.ID() || l.ReplaceReason != lease.ReplaceIdentityMismatch {
+	if l := h2.Lease(); l.Replaces != h.ID() || l.ReplaceReason != "identity_mismatch" {
 		t.Errorf("after release: replaces %q (%s), want %s identity_mismatch", l.Replaces, l.ReplaceReason, h.ID())
 	}
 }

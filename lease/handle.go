@@ -11,13 +11,25 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/leasehook"
 )
 
+func init() {
+	leasehook.HostRunner = func(h any, ctx context.Context) (drivers.RunnerIngress, error) { return h.(*Handle).hostRunner(ctx) }
+	leasehook.Capture = func(h any, ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
+		return h.(*Handle).capture(ctx, req)
+	}
+	leasehook.OpenTerminal = func(h any, ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
+		return h.(*Handle).openTerminal(ctx, req)
+	}
+	leasehook.ImageIdentity = func(h any, ctx context.Context) (images.Identity, error) { return h.(*Handle).imageIdentity(ctx) }
+	leasehook.Kind = func(h any) drivers.Kind { return h.(*Handle).kind() }
+}
+
 // Handle is an acquired lease with its live sandbox: a portable value
-// whose methods run commands, open terminals, report the
-// live image and capture it, each through the driver's sandbox, and whose
-// Release goes through Manager.Release (receipts, pending cleanup, the
-// lease record). The raw drivers.Sandbox is not handed out, except inside
+// whose methods run commands through the driver's sandbox (Exec) or
+// berth's runner (Run), and whose Release goes through Manager.Release
+// (receipts, pending cleanup, the lease record). The raw drivers.Sandbox is not handed out, except inside
 // Raw, an explicit and scoped escape hatch.
 //
 // A Handle is the authority over its lease: Manager.Acquire authorized the
@@ -48,9 +60,9 @@ type Handle struct {
 // configs, see Manager.Get).
 func (h *Handle) Lease() *Lease {
 	if h.shown != nil {
-		return h.shown.Clone()
+		return h.shown.clone()
 	}
-	return h.lease.Clone()
+	return h.lease.clone()
 }
 
 // ID returns the lease id.
@@ -59,11 +71,9 @@ func (h *Handle) ID() string { return h.lease.ID }
 // SandboxID returns the provider lease id of the live sandbox.
 func (h *Handle) SandboxID() string { return h.sandbox.ID() }
 
-// Provider returns the driver name.
-func (h *Handle) Provider() string { return h.driver.Name() }
-
-// Kind says whether the lease is a sandbox or a host session.
-func (h *Handle) Kind() drivers.Kind { return h.driver.Capabilities().Kind }
+// kind says whether the lease is a sandbox or a host session
+// (leasehook.Kind).
+func (h *Handle) kind() drivers.Kind { return h.driver.Capabilities().Kind }
 
 // Resumed reports whether the acquisition resumed a recorded sandbox rather
 // than creating one.
@@ -121,10 +131,10 @@ func (h *Handle) start(ctx context.Context, cmd drivers.Command, stdout, stderr 
 	return se.Start(ctx, tagged(cmd, h.lease.ID), stdout, stderr)
 }
 
-// ImageIdentity reports the live image of the sandbox
-// (drivers.ImageReporter); an error wraps drivers.ErrUnsupported when the
-// driver cannot report it.
-func (h *Handle) ImageIdentity(ctx context.Context) (images.Identity, error) {
+// imageIdentity reports the live image of the sandbox
+// (drivers.ImageReporter, leasehook.ImageIdentity); an error wraps
+// drivers.ErrUnsupported when the driver cannot report it.
+func (h *Handle) imageIdentity(ctx context.Context) (images.Identity, error) {
 	ir, err := capability(h, drivers.SandboxAs[drivers.ImageReporter])
 	if err != nil {
 		return images.Identity{}, h.wrap(err)
@@ -132,10 +142,10 @@ func (h *Handle) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	return ir.ImageIdentity(ctx)
 }
 
-// OpenTerminal opens an interactive terminal in the sandbox
-// (drivers.Terminal); an error wraps drivers.ErrUnsupported when the driver
-// has none.
-func (h *Handle) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
+// openTerminal opens an interactive terminal in the sandbox
+// (drivers.Terminal, leasehook.OpenTerminal); an error wraps
+// drivers.ErrUnsupported when the driver has none.
+func (h *Handle) openTerminal(ctx context.Context, req drivers.TerminalRequest) (drivers.TerminalSession, error) {
 	t, err := capability(h, drivers.SandboxAs[drivers.Terminal])
 	if err != nil {
 		return nil, h.wrap(err)
@@ -149,10 +159,10 @@ func (h *Handle) OpenTerminal(ctx context.Context, req drivers.TerminalRequest) 
 	return t.OpenTerminal(ctx, req)
 }
 
-// Capture captures the sandbox's filesystem as a provider template
-// (drivers.Capturer); an error wraps drivers.ErrUnsupported when the driver
-// cannot.
-func (h *Handle) Capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
+// capture captures the sandbox's filesystem as a provider template
+// (drivers.Capturer, leasehook.Capture); an error wraps
+// drivers.ErrUnsupported when the driver cannot.
+func (h *Handle) capture(ctx context.Context, req drivers.CaptureRequest) (images.Identity, error) {
 	c, err := capability(h, drivers.SandboxAs[drivers.Capturer])
 	if err != nil {
 		return images.Identity{}, h.wrap(err)
@@ -160,14 +170,15 @@ func (h *Handle) Capture(ctx context.Context, req drivers.CaptureRequest) (image
 	return c.Capture(ctx, req)
 }
 
-// HostRunner installs the runner the lease was acquired for (Lease.Runner:
+// hostRunner installs the runner the lease was acquired for (Lease.Runner:
 // AcquireRequest.Runner's binary for the target's architecture) in the
 // sandbox and opens the ingress through which it reaches the host
-// (drivers.RunnerHost); an error wraps drivers.ErrUnsupported when the
-// driver cannot host a runner or the lease was acquired without one. The
-// caller closes the ingress; the runner it launches carries the lease's
-// process tag, so a host lease's cleanup finds it.
-func (h *Handle) HostRunner(ctx context.Context) (drivers.RunnerIngress, error) {
+// (drivers.RunnerHost, leasehook.HostRunner); an error wraps
+// drivers.ErrUnsupported when the driver cannot host a runner or the
+// lease was acquired without one. The caller closes the ingress; the
+// runner it launches carries the lease's process tag, so a host lease's
+// cleanup finds it.
+func (h *Handle) hostRunner(ctx context.Context) (drivers.RunnerIngress, error) {
 	if h.lease.Runner == nil {
 		return nil, fmt.Errorf("lease %s was acquired without a runner (AcquireRequest.Runner): %w", h.lease.ID, drivers.ErrUnsupported)
 	}

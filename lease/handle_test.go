@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -45,14 +46,14 @@ func TestHandleIsPortable(t *testing.T) {
 	if _, err := proc.Wait(bg); err != nil || out.String() != "streamed\n" {
 		t.Errorf("streamed process: %q, %v", out.String(), err)
 	}
-	if id, err := h.ImageIdentity(bg); err != nil || id.IsZero() {
+	if id, err := leasehook.ImageIdentity(h, bg); err != nil || id.IsZero() {
 		t.Errorf("ImageIdentity: %v, %v", id, err)
 	}
-	if _, err := h.OpenTerminal(bg, drivers.TerminalRequest{}); !errors.Is(err, drivers.ErrUnsupported) {
+	if _, err := leasehook.OpenTerminal(h, bg, drivers.TerminalRequest{}); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("OpenTerminal on a driver without terminals: %v, want ErrUnsupported", err)
 	}
-	if h.SandboxID() != w.get(h.ID()).ProviderLeaseID || h.Provider() != "fake" || h.Kind() != drivers.KindSandbox {
-		t.Errorf("identity: sandbox %s provider %s kind %s", h.SandboxID(), h.Provider(), h.Kind())
+	if h.SandboxID() != w.get(h.ID()).ProviderLeaseID || h.Lease().Provider != "fake" || leasehook.Kind(h) != drivers.KindSandbox {
+		t.Errorf("identity: sandbox %s provider %s kind %s", h.SandboxID(), h.Lease().Provider, leasehook.Kind(h))
 	}
 	var inside string
 	errStop := errors.New("stop here")
@@ -74,7 +75,7 @@ func TestHandleIsPortable(t *testing.T) {
 	}
 
 	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Fatalf("Release: %+v, %v", l, err)
 	}
 	if got := w.get(h.ID()); got.Status != lease.StatusReleased || got.CleanupEvidence == "" {

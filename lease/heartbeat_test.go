@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -36,8 +37,8 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 	}
 	store := lease.NewMemoryStore()
 	const beat = 10 * time.Second
-	m, _ := lease.NewManager(store, reg, envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments), nil, knobbed(&lease.Options{Clock: clk}, func(k *leasetune.Knobs) { k.HostHeartbeat = beat }))
-	defer m.Close()
+	m, _ := newManagerWith(store, reg, envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments), nil, &mopts{Options: knobbed(&lease.Options{}, func(k *leasetune.Knobs) { k.HostHeartbeat = beat }), Sources: &leasehook.Sources{Clock: clk}})
+	defer lease.Close(m)
 	h, err := m.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestHolderRenewsItsClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, _ := store.GetLease(ctx, h.ID())
-	if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Errorf("after the holder's release: %s, cleanup %s", l.Status, l.Cleanup)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
@@ -115,7 +116,7 @@ type world struct {
 	asg    *environment.Assignments
 	saveMu sync.Mutex
 	m      *lease.Manager
-	tasks  lease.TaskStopper // the managers' runner hook (nil: none)
+	tasks  leasehook.TaskStopper // the managers' runner hook (nil: none)
 	ids    atomic.Int64
 	// secretLookups counts secret resolutions.
 	secretLookups atomic.Int64
@@ -128,7 +129,14 @@ type worldOpts struct {
 	store                     lease.Store
 	wrap                      func(*fake.Driver, lease.Store) drivers.Driver // wraps the fake for the registry
 	config                    map[string]any                                 // raw environment config
-	options                   func(*lease.Options)
+	options                   func(*mopts)
+}
+
+// mopts are a test manager's Options and the hook's Sources (its
+// collaborators: clock, secrets, settings, pool runners, sweep targets).
+type mopts struct {
+	*lease.Options
+	*leasehook.Sources
 }
 
 func newWorld(t testing.TB, wo worldOpts) *world {
@@ -195,11 +203,12 @@ func (w *world) save(env *environment.Environment) {
 	}
 }
 
-func (w *world) options() *lease.Options {
-	o := &lease.Options{
+func (w *world) options() *mopts {
+	o := &mopts{Options: &lease.Options{
 		InstanceID: "test-instance",
-		Clock:      w.clk,
 		ClaimGrace: claimGrace,
+	}, Sources: &leasehook.Sources{
+		Clock: w.clk,
 		Secrets: func(_ context.Context, ref config.SecretRef) (string, error) {
 			w.secretLookups.Add(1)
 			if ref.ID == "fake-key" {
@@ -207,7 +216,7 @@ func (w *world) options() *lease.Options {
 			}
 			return "", fmt.Errorf("no secret %s", ref)
 		},
-	}
+	}}
 	knobs(o, func(k *leasetune.Knobs) {
 		k.Rand = func() float64 { return 0 }
 		k.NewID = func() string { return fmt.Sprintf("L%d", w.ids.Add(1)) }
@@ -220,14 +229,16 @@ func (w *world) options() *lease.Options {
 }
 
 // knobs lets f change the internal knobs of o (internal/leasetune).
-func knobs(o *lease.Options, f func(*leasetune.Knobs)) { leasetune.Update(&o.Tuning, f) }
+func knobs(o *mopts, f func(*leasetune.Knobs)) { leasehook.Tune(o.Options, f) }
 
-func (w *world) newManager(mod func(*lease.Options)) *lease.Manager {
+func (w *world) newManager(mod func(*mopts)) *lease.Manager {
 	o := w.options()
 	if mod != nil {
 		mod(o)
 	}
-	m, _ := lease.NewManager(w.store, w.reg, w.asg, w.tasks, o)
+	src := *o.Sources
+	src.Store, src.Drivers, src.Assignments, src.Tasks, src.Options = w.store, w.reg, w.asg, w.tasks, o.Options
+	m, _ := lease.NewManager(src)
 	return m
 }
 
@@ -307,11 +318,11 @@ type failingStore struct {
 
 var errStoreDown = errors.New("store unavailable")
 
-func (s *failingStore) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
+func (s *failingStore) InsertLease(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
 	if s.failInsert.Load() {
 		return nil, errStoreDown
 	}
-	return s.Store.InsertLease(ctx, l)
+	return s.Store.InsertLease(ctx, l, q)
 }
 
 func (s *failingStore) UpdateLease(ctx context.Context, l *lease.Lease) error {
@@ -324,6 +335,22 @@ func (s *failingStore) UpdateLease(ctx context.Context, l *lease.Lease) error {
 
 // knobbed returns o after f changed its internal knobs.
 func knobbed(o *lease.Options, f func(*leasetune.Knobs)) *lease.Options {
-	knobs(o, f)
+	leasehook.Tune(o, f)
 	return o
+}
+
+// newManagerWith returns a manager over store and reg with the hook's
+// Sources: o is a *mopts (its Options and Sources), a *lease.Options, or
+// nil.
+func newManagerWith(store lease.Store, reg *drivers.Registry, asg *environment.Assignments, tasks leasehook.TaskStopper, o any) (*lease.Manager, environment.UsageReporter) {
+	var src leasehook.Sources
+	switch o := o.(type) {
+	case *mopts:
+		src = *o.Sources
+		src.Options = o.Options
+	case *lease.Options:
+		src.Options = o
+	}
+	src.Store, src.Drivers, src.Assignments, src.Tasks = store, reg, asg, tasks
+	return lease.NewManager(src)
 }

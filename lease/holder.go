@@ -59,7 +59,7 @@ func (m *Manager) startBeat(h *Handle) {
 			select {
 			case <-h.beat.stop:
 				return
-			case <-clock.At(m.o.Clock, next):
+			case <-clock.At(m.o.clock, next):
 			}
 			m.renewHolder(h.lease.ID)
 			next = next.Add(m.o.knobs.HostHeartbeat)
@@ -99,14 +99,14 @@ func (m *Manager) renewHolderOnce(ctx context.Context, id string) (retry bool) {
 	default:
 		return
 	}
-	upd := l.Clone()
+	upd := l.clone()
 	upd.HolderUntil = now.Add(m.holderTTL())
 	err = m.store.UpdateLease(ctx, upd)
 	if errors.Is(err, errcode.ErrConflict) {
 		return true
 	}
 	if err != nil {
-		m.o.Logger.Info("lease: renewing a host lease claim", "lease", id, "err", err)
+		m.o.logger.Info("lease: renewing a host lease claim", "lease", id, "err", err)
 	}
 	return false
 }
@@ -158,7 +158,7 @@ func (m *Manager) checkHost(ctx context.Context, drv drivers.Driver, l *Lease) (
 	}
 	defer func() {
 		if _, err := sb.Release(context.WithoutCancel(ctx), drivers.Destroy); err != nil {
-			m.o.Logger.Info("lease: ending a host check session", "lease", l.ID, "err", err)
+			m.o.logger.Info("lease: ending a host check session", "lease", l.ID, "err", err)
 		}
 	}()
 	ev, kind, err := hostCheck(ctx, sb, l.ID)
@@ -266,10 +266,10 @@ func (m *Manager) openHost(ctx context.Context, p authz.Principal, drv drivers.D
 			case <-ctx.Done():
 				return nil, fmt.Errorf("lease %s: its host session is held by manager %s (claim renewed until %s), and it was still held when the wait for it ended; a holder that is gone stops renewing, so open it again once the claim expired: %w: %w",
 					l.ID, l.Holder, l.HolderUntil.UTC().Format(time.RFC3339), errcode.ErrConflict, ctx.Err())
-			case <-clock.At(m.o.Clock, until.Add(time.Millisecond)):
+			case <-clock.At(m.o.clock, until.Add(time.Millisecond)):
 			}
 		} else {
-			upd := l.Clone()
+			upd := l.clone()
 			m.hold(upd, now)
 			err := m.store.UpdateLease(ctx, upd)
 			if err == nil {

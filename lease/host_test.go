@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 )
@@ -68,8 +69,8 @@ func newSSHReplicas(t *testing.T, secs string) *sshReplicas {
 
 // manager returns a replica's manager on clk (nil: the wall clock).
 func (r *sshReplicas) manager(clk clock.Clock) *lease.Manager {
-	m, _ := lease.NewManager(r.store, drivers.NewRegistry(ssh.New(nil)), r.asg, nil, &lease.Options{Secrets: r.secrets.Get, Clock: clk})
-	r.t.Cleanup(func() { _ = m.Close() })
+	m, _ := newManagerWith(r.store, drivers.NewRegistry(ssh.New(nil)), r.asg, nil, &mopts{Sources: &leasehook.Sources{Secrets: r.secrets.Get, Clock: clk}})
+	r.t.Cleanup(func() { _ = lease.Close(m) })
 	return m
 }
 
@@ -125,7 +126,7 @@ func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
 	if !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("B's release: %v, want ErrCleanupPending", err)
 	}
-	if l.Status != lease.StatusPendingCleanup || l.Cleanup == lease.CleanupConfirmed || !strings.Contains(l.FailureReason, holder) {
+	if l.Status != lease.StatusPendingCleanup || l.Cleanup == "confirmed" || !strings.Contains(l.FailureReason, holder) {
 		t.Fatalf("after B's release: status %s, cleanup %s, reason %q; want pending_cleanup naming %s, not confirmed",
 			l.Status, l.Cleanup, l.FailureReason, holder)
 	}
@@ -136,7 +137,7 @@ func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
 	if err != nil || rep.StillPending != 1 || rep.CleanedUp != 0 {
 		t.Errorf("B's sweep while A holds the lease: %+v, %v; want it still pending", rep, err)
 	}
-	if got, _ := store.GetLease(ctx, h.ID()); got.Status != lease.StatusPendingCleanup || got.Cleanup == lease.CleanupConfirmed {
+	if got, _ := store.GetLease(ctx, h.ID()); got.Status != lease.StatusPendingCleanup || got.Cleanup == "confirmed" {
 		t.Errorf("after B's sweep: %s, cleanup %s; want pending, unconfirmed", got.Status, got.Cleanup)
 	}
 	if !sleeping() {
@@ -144,7 +145,7 @@ func TestHostLeaseReleasedWithoutItsHandle(t *testing.T) {
 	}
 
 	l, err = h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed || !strings.Contains(l.CleanupEvidence, "killed process groups") {
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" || !strings.Contains(l.CleanupEvidence, "killed process groups") {
 		t.Fatalf("A's release: %+v, %v; want released, confirmed by the killed process groups", l, err)
 	}
 	if l.CleanupEvidenceKind != drivers.EvidenceTagScan || !strings.Contains(l.CleanupEvidence, "would evade this scan") {
@@ -167,11 +168,11 @@ func TestHostLeaseOfAGoneHolderEndsByACheck(t *testing.T) {
 	r := newSSHReplicas(t, "2718")
 	mA := r.manager(nil)
 	h := r.startSleep(mA)
-	_ = mA.Close() // A stops renewing its claim and keeps its session
+	_ = lease.Close(mA) // A stops renewing its claim and keeps its session
 
 	mB := r.manager(clock.NewFake(time.Now().Add(time.Hour)))
 	l, err := mB.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Fatalf("B's release after A's claim expired: %+v, %v; want released by a check", l, err)
 	}
 	// No runner made a cgroup: berth's own tag scan, which names its
@@ -211,7 +212,7 @@ func TestOpenTakesOverAHostLeaseOfAGoneHolder(t *testing.T) {
 	// sshd's connection process).
 	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{Disposition: lease.Destroy}) })
 	holder := h.Lease().Holder
-	_ = mA.Close() // A stops renewing its claim and keeps its session
+	_ = lease.Close(mA) // A stops renewing its claim and keeps its session
 
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	_, err := r.manager(nil).Open(wctx, op, h.ID())
@@ -239,7 +240,7 @@ func TestOpenTakesOverAHostLeaseOfAGoneHolder(t *testing.T) {
 		t.Fatalf("a command of C's session: %+v, %v", res, err)
 	}
 	l, err := hC.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Fatalf("C's release: %+v, %v", l, err)
 	}
 	if !strings.Contains(l.CleanupEvidence, "BERTH_LEASE="+h.ID()) {
@@ -271,10 +272,10 @@ func TestOpenRefusesALocalLeaseOfAnotherManager(t *testing.T) {
 	}
 	store := lease.NewMemoryStore()
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
-	mA, _ := lease.NewManager(store, reg, asg, nil, nil)
-	defer mA.Close()
-	mB, _ := lease.NewManager(store, reg, asg, nil, nil)
-	defer mB.Close()
+	mA, _ := newManagerWith(store, reg, asg, nil, nil)
+	defer lease.Close(mA)
+	mB, _ := newManagerWith(store, reg, asg, nil, nil)
+	defer lease.Close(mB)
 	h, err := mA.Acquire(ctx, op, lease.AcquireRequest{EnvironmentID: "here", Company: "acme"})
 	if err != nil {
 		t.Fatal(err)

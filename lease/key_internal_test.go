@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"github.com/berthdev/berth/internal/leasehook"
 	"strings"
 	"testing"
 )
@@ -33,7 +34,7 @@ func TestNewLeaseIDAndOpOwner(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	m, _ := NewManager(NewMemoryStore(), nil, nil, nil, &Options{InstanceID: "inst"})
+	m, _ := newManager(leasehook.Sources{Store: NewMemoryStore(), Options: &Options{InstanceID: "inst"}})
 	a, b := m.opOwner(), m.opOwner()
 	if a == b || !strings.HasPrefix(a, m.owner+"#") || !strings.HasSuffix(b, fmt.Sprint("#", m.opSeq.Load())) {
 		t.Errorf("opOwner() = %q then %q, want %s#N with N growing", a, b, m.owner)

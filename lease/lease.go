@@ -8,6 +8,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/leasehook"
 )
 
 // Status is the lifecycle status of a lease (LEASE-1).
@@ -38,15 +39,6 @@ const (
 	StatusPooled Status = "pooled"
 )
 
-// Valid reports whether s is one of the lease statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusStarting, StatusActive, StatusReleased, StatusExpired, StatusFailed, StatusRetained, StatusPendingCleanup, StatusPooled:
-		return true
-	}
-	return false
-}
-
 // Policy says whether a lease's sandbox outlives its run (LEASE-1).
 type Policy string
 
@@ -65,8 +57,8 @@ const (
 	RetainOnFailure Policy = "retain_on_failure"
 )
 
-// Valid reports whether p is one of the policies.
-func (p Policy) Valid() bool {
+// valid reports whether p is one of the policies.
+func (p Policy) valid() bool {
 	switch p {
 	case Ephemeral, ReuseByEnvironment, ReuseByWorkspace, RetainOnFailure:
 		return true
@@ -77,54 +69,52 @@ func (p Policy) Valid() bool {
 // reusable reports whether leases of p are resumed by later acquisitions.
 func (p Policy) reusable() bool { return p == ReuseByEnvironment || p == ReuseByWorkspace }
 
-// CleanupStatus says how far the cleanup of a lease's sandbox got.
-type CleanupStatus string
-
-// The cleanup statuses.
+// The values of Lease.Cleanup: how far the cleanup of a lease's sandbox
+// got.
 const (
-	// CleanupNone: nothing to clean up yet (starting, active, retained).
-	CleanupNone CleanupStatus = ""
-	// CleanupPending: a stop or destroy is owed and not proven yet.
-	CleanupPending CleanupStatus = "pending"
-	// CleanupConfirmed: the provider confirmed the stop or destroy for the
+	// cleanupNone: nothing to clean up yet (starting, active, retained).
+	cleanupNone = ""
+	// cleanupPending: a stop or destroy is owed and not proven yet.
+	cleanupPending = "pending"
+	// cleanupConfirmed: the provider confirmed the stop or destroy for the
 	// lease's provider lease id (LEASE-7), or nothing was ever allocated.
-	CleanupConfirmed CleanupStatus = "confirmed"
+	cleanupConfirmed = "confirmed"
 )
 
-// ReplaceReason says why a reusable lease's recorded sandbox was not resumed
-// and a replacement was made (LEASE-4).
-type ReplaceReason string
-
-// The replacement reasons.
+// The values of Lease.ReplaceReason: why a reusable lease's recorded
+// sandbox was not resumed and a replacement was made (LEASE-4).
 const (
-	ReplaceNotFound         ReplaceReason = "not_found"
-	ReplaceExpired          ReplaceReason = "expired"
-	ReplaceIdentityMismatch ReplaceReason = "identity_mismatch"
-	// ReplaceRunnerMismatch: the sandbox was prepared at creation for
+	replaceNotFound         = "not_found"
+	replaceExpired          = "expired"
+	replaceIdentityMismatch = "identity_mismatch"
+	// replaceRunnerMismatch: the sandbox was prepared at creation for
 	// another runner binary than the acquisition names (Docker's bind
 	// mount of Lease.Runner is fixed when the container is created), so it
 	// is never run with the old one.
-	ReplaceRunnerMismatch ReplaceReason = "runner_mismatch"
-	// ReplaceTemplateChanged: the environment's active template changed
+	replaceRunnerMismatch = "runner_mismatch"
+	// replaceTemplateChanged: the environment's active template changed
 	// (promote, rollback, revoke, drift) since the sandbox was made
 	// (IMG-8).
-	ReplaceTemplateChanged ReplaceReason = "template_changed"
+	replaceTemplateChanged = "template_changed"
 )
 
 // Label keys that the manager puts on every sandbox it creates (and on
 // Lease.Labels), so that sweeps find them at the provider (LEASE-9):
 // berth.instance (Options.InstanceID), berth.environment (the environment
-// id) and berth.lease (the lease id). LabelTemplate and LabelPool are the
-// ones that say more than the record does.
+// id) and berth.lease (the lease id). labelTemplate and labelPool are the
+// ones that say more than the record does (see Lease.Labels).
 const (
 	labelInstance    = "berth.instance"
 	labelEnvironment = "berth.environment"
 	labelLease       = "berth.lease"
+	// labelTemplate names the active template (package templates) a lease
+	// started from; absent for the configured image (IMG-8).
+	labelTemplate = "berth.template-id"
+	// labelPool is put, with the value "member", on the sandbox and record
+	// of every warm-pool member; it stays on the lease that adopts the
+	// member (the labels a provider fixes at create stay true).
+	labelPool = "berth.pool"
 )
-
-// LabelTemplate names the active template (package templates) a lease
-// started from; absent for the configured image (IMG-8).
-const LabelTemplate = "berth.template-id"
 
 // Lease is one use of an environment (LEASE-1). For reusable policies one
 // record owns one sandbox across the runs that reuse it: Run is the run that
@@ -152,9 +142,13 @@ type Lease struct {
 
 	// FailureReason says why the lease failed, or why cleanup is pending.
 	FailureReason string `json:"failureReason,omitempty"`
-	// Cleanup is how far the cleanup got; CleanupDisposition is what it
-	// owes (stop or destroy) while pending.
-	Cleanup            CleanupStatus       `json:"cleanup,omitempty"`
+	// Cleanup is how far the cleanup got: "" (nothing to clean up yet:
+	// starting, active, retained), "pending" (a stop or destroy is owed
+	// and not proven yet) or "confirmed" (the provider confirmed the stop
+	// or destroy for the lease's provider lease id, LEASE-7, or nothing
+	// was ever allocated). CleanupDisposition is what it owes (stop or
+	// destroy) while pending.
+	Cleanup            string              `json:"cleanup,omitempty"`
 	CleanupDisposition drivers.Disposition `json:"cleanupDisposition,omitempty"`
 	// AfterCleanup is the status the lease takes once a pending cleanup is
 	// proven: released, expired or failed.
@@ -173,8 +167,13 @@ type Lease struct {
 	// release, whose CleanupEvidence says it stopped nothing).
 	CleanupEvidenceKind drivers.EvidenceKind `json:"cleanupEvidenceKind,omitempty"`
 
-	// Fingerprint is the reuse fingerprint: driver, identity fields and
-	// secret references with their versions (see EnvironmentFingerprint).
+	// Fingerprint is the reuse fingerprint (LEASE-4): a SHA-256 over the
+	// driver name, the identity fields of the environment's config and
+	// its secret references with their versions, with the active
+	// template's identity as the image while the template applies
+	// (IMG-8). Knobs, metadata and secret maps are left out, so that
+	// tuning a timeout or rotating an env token keeps a sandbox reusable
+	// while changing the image, target or account does not.
 	Fingerprint string `json:"fingerprint"`
 	// ReuseKey is set while a reusable lease holds a sandbox that later
 	// acquisitions may resume; at most one lease of a store holds a key.
@@ -183,23 +182,34 @@ type Lease struct {
 	// most one lease of a store holds a key (LEASE-8).
 	RunKey string `json:"runKey,omitempty"`
 	// Replaces is the id of the lease whose sandbox this one replaced, and
-	// ReplaceReason why (LEASE-4).
-	Replaces      string        `json:"replaces,omitempty"`
-	ReplaceReason ReplaceReason `json:"replaceReason,omitempty"`
+	// ReplaceReason why the recorded sandbox was not resumed (LEASE-4):
+	// "not_found", "expired", "identity_mismatch" (the reuse fingerprint
+	// changed), "runner_mismatch" (the sandbox was prepared at creation
+	// for another runner binary than the acquisition names: Docker's bind
+	// mount of Lease.Runner) or "template_changed" (the environment's
+	// active template changed since the sandbox was made: promote,
+	// rollback, revoke, drift; IMG-8).
+	Replaces      string `json:"replaces,omitempty"`
+	ReplaceReason string `json:"replaceReason,omitempty"`
 	// Uses counts the acquisitions that returned this lease.
 	Uses int `json:"uses"`
 
 	// Runner is the runner binary the sandbox was acquired for
 	// (AcquireRequest.Runner: the set's binary for the target's
-	// architecture), nil for a lease without a runner. controller.Attach
+	// architecture), nil for a lease without a runner. Handle.Run
 	// installs this one; a reusable lease resumed for another binary of a
-	// driver that prepares at creation is replaced (ReplaceRunnerMismatch).
+	// driver that prepares at creation is replaced ("runner_mismatch").
 	Runner *drivers.RunnerSpec `json:"runner,omitempty"`
 
 	// Config is the normalized environment config with secret references,
 	// recorded for cleanup (LEASE-9). It never holds a secret value.
 	Config config.Config `json:"config,omitempty"`
-	// Labels are the provider labels put on the sandbox.
+	// Labels are the provider labels put on the sandbox: berth.instance,
+	// berth.environment and berth.lease on every one; berth.template-id
+	// naming the active template (package templates) the lease started
+	// from (absent for the configured image, IMG-8); and berth.pool, with
+	// the value "member", on every warm-pool member and the lease that
+	// adopted it.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Metadata is free-form host data.
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -220,7 +230,7 @@ type Lease struct {
 	Holder      string    `json:"holder,omitempty"`
 	HolderUntil time.Time `json:"holderUntil,omitzero"`
 
-	// Draft marks the lease of a draft probe (AcquireRequest.Draft): its
+	// Draft marks the lease of a draft probe (an unsaved config): its
 	// record exists while its sandbox may, and is removed once its cleanup
 	// is proven (PRB-4); its Config never holds a secret field.
 	Draft bool `json:"draft,omitempty"`
@@ -261,8 +271,8 @@ func (l *Lease) redact() *Lease {
 	return l
 }
 
-// Clone returns a deep copy of l.
-func (l *Lease) Clone() *Lease {
+// clone returns a deep copy of l.
+func (l *Lease) clone() *Lease {
 	if l == nil {
 		return nil
 	}
@@ -270,7 +280,7 @@ func (l *Lease) Clone() *Lease {
 	return c.own()
 }
 
-// own makes l a deep copy, as Clone would return, without copying the
+// own makes l a deep copy, as clone would return, without copying the
 // struct again: for a lease struct that nobody else holds (one a Store
 // returned, or the manager's next version of one; see Store), whose maps
 // and runner are the store's until then. What the manager's exported
@@ -325,19 +335,25 @@ func (l *Lease) claimFree(owner string, now time.Time) bool {
 
 // Errors of the lease package's contract.
 var (
-	// ErrClaimed: another manager holds a live claim on the lease.
+	// ErrClaimed: another manager holds a live claim on the lease (a
+	// Store's ClaimLease returns it).
 	ErrClaimed error = &errcode.Error{Code: errcode.Conflict, Reason: "lease_claimed", Err: errors.New("lease: claimed by another manager")}
-	// ErrPreserved: a reusable lease's sandbox could not be resumed; the
-	// lease and its sandbox were kept and nothing replaced them (LEASE-5).
-	ErrPreserved error = &errcode.Error{Code: errcode.Unavailable, Reason: "lease_preserved", Err: errors.New("lease: preserved")}
 	// ErrCleanupPending: a release or start failure left the lease pending
 	// cleanup; a Sweep retries it (LEASE-6, LEASE-7).
 	ErrCleanupPending error = &errcode.Error{Code: errcode.Unavailable, Reason: "cleanup_pending", Err: errors.New("lease: cleanup pending")}
-	// ErrStartupBudget: the sandbox did not start within the startup
+)
+
+// The errors of an acquisition that a host tells apart by their reason
+// (errcode.ReasonOf), documented at Manager.Acquire.
+var (
+	// errPreserved: a reusable lease's sandbox could not be resumed; the
+	// lease and its sandbox were kept and nothing replaced them (LEASE-5).
+	errPreserved error = &errcode.Error{Code: errcode.Unavailable, Reason: "lease_preserved", Err: errors.New("lease: preserved")}
+	// errStartupBudget: the sandbox did not start within the startup
 	// budget (LEASE-3).
-	ErrStartupBudget error = &errcode.Error{Code: errcode.Timeout, Reason: "startup_budget", Err: errors.New("lease: startup budget exhausted")}
-	// ErrImageMismatch: the live sandbox does not run the image identity
+	errStartupBudget = leasehook.ErrStartupBudget
+	// errImageMismatch: the live sandbox does not run the image identity
 	// the lease started from (the active template's, IMG-3); the sandbox
 	// was destroyed.
-	ErrImageMismatch error = &errcode.Error{Code: errcode.Conflict, Reason: "image_mismatch", Err: errors.New("lease: live image does not match")}
+	errImageMismatch error = &errcode.Error{Code: errcode.Conflict, Reason: "image_mismatch", Err: errors.New("lease: live image does not match")}
 )

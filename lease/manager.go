@@ -21,6 +21,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/retry"
 	"github.com/berthdev/berth/internal/secretcfg"
@@ -44,9 +45,11 @@ const (
 // lasts: a holder that misses this many renewals is taken as gone.
 const holderClaimBeats = 3
 
-// Options configure a Manager: optional knobs, each documenting its
-// default; nil means all defaults. The Assignments and the runner
-// controller's TaskStopper hook are NewManager's arguments.
+// Options are the lease manager's knobs a host sets, through
+// berth.Options.Leases; each documents its default, and nil means all
+// defaults. The manager's collaborators (the secret store, the instance
+// settings, the runner controller, the runner binaries) are berth.New's
+// to wire, and its logger is berth.Options.Logger.
 //
 // What Options does not set is fixed: a startup budget of 5
 // minutes where neither the request, the environment's startup_timeout
@@ -60,18 +63,6 @@ type Options struct {
 	// InstanceID is put on every sandbox as the berth.instance label and
 	// scopes orphan sweeps to this installation. Default "berth".
 	InstanceID string
-	// Clock measures budgets, expiry, claims and heartbeats: a clock.Fake
-	// runs the manager's time in step. Default the wall clock.
-	Clock clock.Clock
-	// Logger receives operational messages (never secrets). Default discard.
-	Logger *slog.Logger
-	// Secrets returns the value of a secret reference from the host's
-	// secret store (environment.SecretStore.Get); its errors must not
-	// contain the value. It resolves the secret references of environment
-	// configs at acquire and again at cleanup time; lease records keep
-	// references only. Default: none, so a config with a secret reference
-	// fails with config.ErrCredentialsMissing.
-	Secrets func(ctx context.Context, ref config.SecretRef) (string, error)
 	// ClaimGrace is added to the startup budget to form the claim of an
 	// acquisition; after it another replica treats the acquisition as
 	// crashed. Default one minute.
@@ -81,53 +72,33 @@ type Options struct {
 	// (CleanupEvidence) included; each Sweep then prunes it. Default
 	// 30 days; a negative value keeps records forever.
 	PruneAfter time.Duration
-	// SecretKeeper, if not nil, records the secret references of every
-	// lease record before it is written and releases them once the lease
-	// is proven clean (released, expired or failed with nothing left), so
-	// that a secret the catalog retired (an update superseded it, its
-	// environment was deleted) stays in the SecretStore until the last
-	// lease that uses it is clean and sweeps always have the credentials
-	// they need (CFG-7, LEASE-9). berth.New gives the catalog the same
-	// keeper (internal/envhook). Default nil: nothing is recorded.
-	SecretKeeper envhook.SecretKeeper
-	// SweepEnvironments, if not nil, lists the environments whose providers
-	// a Sweep searches for orphans. Default: every environment that appears
-	// on a lease in the store (with the config recorded on its newest lease).
-	SweepEnvironments func(ctx context.Context) ([]*environment.Environment, error)
 	// Quotas limit the live leases per company and per company and
 	// environment; an acquisition that would pass one is refused before
 	// anything is written or allocated, with an error wrapping ErrQuota.
-	// With Settings set, the instance's quotas apply too (the stricter
-	// per field). Default: no limits of its own.
+	// The instance settings' quotas apply too (the stricter per field).
+	// Default: no limits of its own.
 	Quotas Quotas
 	// ManualPoolRefill, if set, refills pools only in MaintainPools (a
 	// host that schedules refills itself, or a test that wants them in
 	// step): no background refill follows adoptions and sweeps. Default
 	// false.
 	ManualPoolRefill bool
-	// PoolRunners returns the runner binaries members of a runner pool
-	// (environment.Pool.Runner) are prepared for (AcquireRequest.Runner:
-	// the driver fixes what the runner needs at create, Docker's bind
-	// mount); an acquisition for the same binary adopts them. It is also
-	// the set of AcquireRequest.WithRunner. Default nil: a runner pool's
-	// refill and a WithRunner acquisition fail with an error wrapping
-	// drivers.ErrUnsupported. berth.New sets it to System.RunnerSet.
-	PoolRunners func() (*drivers.RunnerSet, error)
-	// Settings reads the instance settings (CFG-9): while they disable
-	// environments (or a pool's driver is a host driver under
-	// managed-sandbox-only) no refill starts a member. Acquisitions pass
-	// the Assignments' gate, which reads them too, and are limited by their
-	// quotas (QuotaPerCompany, QuotaPerCompanyEnvironment; see Quotas).
-	// nil: refills read none, and only Quotas limit. berth.New sets it.
-	Settings instance.Reader
 
-	// Tuning holds internal knobs (randomness, ids, budgets, TTLs, pacing)
-	// that only berth's own tests set: its type is in an internal package,
-	// so a host cannot build one and leaves it nil, which means the
-	// defaults stated above.
-	Tuning *leasetune.Knobs
+	// tuning holds internal knobs (randomness, ids, budgets, TTLs, pacing)
+	// that only berth's own tests set (internal/leasehook.Tune); nil means
+	// the defaults stated above.
+	tuning *leasetune.Knobs
 
-	// knobs is a copy of *Tuning with the defaults filled in (NewManager).
+	// What berth.New wires (internal/leasehook.Sources), set by newManager.
+	clock             clock.Clock
+	logger            *slog.Logger
+	secrets           func(ctx context.Context, ref config.SecretRef) (string, error)
+	secretKeeper      envhook.SecretKeeper
+	sweepEnvironments func(ctx context.Context) ([]*environment.Environment, error)
+	poolRunners       func() (*drivers.RunnerSet, error)
+	settings          instance.Reader
+
+	// knobs is a copy of *tuning with the defaults filled in (newManager).
 	knobs leasetune.Knobs
 }
 
@@ -141,7 +112,7 @@ type Manager struct {
 	store Store
 	reg   *drivers.Registry
 	asg   *environment.Assignments
-	tasks TaskStopper
+	tasks leasehook.TaskStopper
 	o     Options
 	owner string // this manager's claim owner prefix
 	opSeq atomic.Int64
@@ -161,54 +132,38 @@ type Manager struct {
 	quotaLocks [32]sync.Mutex
 }
 
-// NewManager returns a Manager over store and the drivers of reg, with
-// the hook the catalog needs from it.
-//
-// asg reads saved environments and bindings for Acquire (by environment id
-// or through a scope), and its Authorizer (give it the catalog's) decides
-// every acquire, release, read and sweep (AUTH-1). With a nil asg Acquire
-// refuses saved environments, and the other calls decide with
-// authz.DefaultPolicy.
-//
-// tasks, if not nil, is the runner protocol's hook (the lease.TaskStopper
-// that berth's runner controller returns): it stops and verifies the runner
-// tasks of a lease before its release or cleanup stops or destroys the
-// sandbox (PRP-6). An unproven stop leaves the lease pending_cleanup with
-// the reason; the cleanup that retries it (a Sweep, a second Release) asks
-// tasks again and, if the runner still cannot prove the stop, relies on
-// the sandbox's own proof: a confirmed stop or destroy of a sandbox (no
-// process survives it), or the tag check of a host lease. A host lease
-// with runner sessions gets the host check in any case (its runner runs
-// detached from the session): the lease's runner cgroup, where one was
-// made, is killed, seen empty and removed; every process tagged with the
-// lease (BERTH_LEASE=<lease id>) is killed and a /proc scan must find none. The receipt
-// (Lease.CleanupEvidence, Lease.CleanupEvidenceKind) says which. nil: the
-// leases have no runner tasks to stop.
-//
-// The returned environment.UsageReporter is the manager's hook for the
-// catalog's blast radius (berth.New wires it, CFG-7): it
-// lists the active (and starting), reusable and pending-cleanup leases of
-// an environment, one Reference of kind "lease" each (a lease may be both
-// active and reusable), reading the live records only (Filter.Live) and
-// calling no provider (CAP-1). It answers for no principal, so it is
-// handed to the composer here and is no method of the Manager: the
-// catalog authorizes BlastRadius and Delete before it asks.
-func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments, tasks TaskStopper, opts *Options) (*Manager, environment.UsageReporter) {
+func init() {
+	leasehook.New = func(src leasehook.Sources) (any, environment.UsageReporter) { return newManager(src) }
+	leasehook.Close = func(m any) error { return m.(*Manager).close() }
+	leasehook.Tune = func(opts any, f func(*leasetune.Knobs)) { leasetune.Update(&opts.(*Options).tuning, f) }
+}
+
+// newManager returns a Manager over src (leasehook.New), and its hook for
+// the catalog's blast radius (leaseUsage): it lists the active (and
+// starting), reusable and pending-cleanup leases of an environment, one
+// Reference of kind "lease" each (a lease may be both active and
+// reusable), reading the live records only (Filter.Live) and calling no
+// provider (CAP-1), and drains or refills the environment's pool.
+func newManager(src leasehook.Sources) (*Manager, environment.UsageReporter) {
+	store := src.Store.(Store)
+	reg, asg, tasks := src.Drivers, src.Assignments, src.Tasks
 	var o Options
-	if opts != nil {
+	if opts, _ := src.Options.(*Options); opts != nil {
 		o = *opts
 	}
+	o.clock, o.logger, o.secrets, o.secretKeeper = src.Clock, src.Logger, src.Secrets, src.SecretKeeper
+	o.sweepEnvironments, o.poolRunners, o.settings = src.SweepEnvironments, src.PoolRunners, src.Settings
 	if o.InstanceID == "" {
 		o.InstanceID = defaultInstanceID
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
+	if o.clock == nil {
+		o.clock = clock.Real{}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if o.Tuning != nil {
-		o.knobs = *o.Tuning
+	if o.tuning != nil {
+		o.knobs = *o.tuning
 	}
 	if o.knobs.NewID == nil {
 		o.knobs.NewID = newLeaseID
@@ -243,7 +198,7 @@ func NewManager(store Store, reg *drivers.Registry, asg *environment.Assignments
 	if o.knobs.PoolConcurrency <= 0 {
 		o.knobs.PoolConcurrency = defaultPoolConcurrency
 	}
-	store = &recordStore{Store: store, k: o.SecretKeeper, log: o.Logger.Warn}
+	store = &recordStore{Store: store, k: o.secretKeeper, log: o.logger.Warn}
 	m := &Manager{
 		store: store, reg: reg, asg: asg, tasks: tasks, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),
@@ -278,7 +233,7 @@ func (m *Manager) opOwner() string {
 	return string(strconv.AppendInt(b, m.opSeq.Add(1), 10))
 }
 
-func (m *Manager) now() time.Time { return m.o.Clock.Now() }
+func (m *Manager) now() time.Time { return m.o.clock.Now() }
 
 // detach returns ctx without its cancellation (context.WithoutCancel):
 // ctx itself when it can never be cancelled (Done returns nil, as for
@@ -301,7 +256,7 @@ func detach(ctx context.Context) context.Context {
 }
 
 func (m *Manager) retryPolicy() retry.Policy {
-	return retry.Policy{Initial: m.o.knobs.RetryInitial, Max: m.o.knobs.RetryMax, Clock: m.o.Clock, Rand: m.o.knobs.Rand}
+	return retry.Policy{Initial: m.o.knobs.RetryInitial, Max: m.o.knobs.RetryMax, Clock: m.o.clock, Rand: m.o.knobs.Rand}
 }
 
 // reuseFingerprint returns the reuse fingerprint of cfg for driver d: a SHA-256
@@ -332,14 +287,15 @@ func (m *Manager) cacheHandle(h *Handle) {
 	m.mu.Unlock()
 }
 
-// Close stops the heartbeats of the host leases this manager holds; it
-// releases nothing. Their claims then expire after three
-// heartbeats (30 seconds), and other managers may end the sessions only
-// by a check on the host. It stops the background pool refills and waits for them; it
-// drains no pool: pooled members stay for the next process to adopt. It
-// ends the goroutines parked for coalesced acquisitions (acquisitions in
-// progress finish). The manager must not acquire afterwards.
-func (m *Manager) Close() error {
+// close stops the heartbeats of the host leases this manager holds; it
+// releases nothing (leasehook.Close, System.Close). Their claims then
+// expire after three heartbeats (30 seconds), and other managers may end
+// the sessions only by a check on the host. It stops the background pool
+// refills and waits for them; it drains no pool: pooled members stay for
+// the next process to adopt. It ends the goroutines parked for coalesced
+// acquisitions (acquisitions in progress finish). The manager must not
+// acquire afterwards.
+func (m *Manager) close() error {
 	m.pools.close()
 	m.flights.close()
 	m.mu.Lock()
@@ -377,7 +333,7 @@ func (m *Manager) resolveConfig(ctx context.Context, d drivers.Driver, cfg confi
 	if !setsSecret(schema, cfg) {
 		return cfg, nil
 	}
-	lookup := m.o.Secrets
+	lookup := m.o.secrets
 	if lookup == nil {
 		lookup = func(_ context.Context, ref config.SecretRef) (string, error) {
 			return "", fmt.Errorf("no secret resolver configured for %s: %w", ref, config.ErrCredentialsMissing)

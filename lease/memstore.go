@@ -158,30 +158,9 @@ func (s *memoryStore) putLocked(l *Lease) {
 	}
 }
 
-// InsertLease implements Store.
-func (s *memoryStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.leases[l.ID]; ok {
-		return nil, fmt.Errorf("lease %s: id taken: %w", l.ID, errcode.ErrConflict)
-	}
-	if o := s.keyHolderLocked(l); o != nil {
-		return o.shallow(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, errcode.ErrConflict)
-	}
-	l.Version = 1
-	s.putLocked(l)
-	return nil, nil
-}
-
-// InsertLeaseWithin implements Store: the count and the insert under the
+// InsertLease implements Store: the count and the insert under the
 // store's lock.
-func (s *memoryStore) InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas) (*Lease, error) {
-	if !q.Limits(l.Company) {
-		return s.InsertLease(ctx, l)
-	}
+func (s *memoryStore) InsertLease(ctx context.Context, l *Lease, q Quotas) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -193,9 +172,11 @@ func (s *memoryStore) InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas)
 	if o := s.keyHolderLocked(l); o != nil {
 		return o.shallow(), fmt.Errorf("lease %s: key held by lease %s: %w", l.ID, o.ID, errcode.ErrConflict)
 	}
-	all, onEnv := s.countLiveLocked(l.Company, l.Environment)
-	if err := q.Admit(l.Company, l.Environment, all, onEnv); err != nil {
-		return nil, err
+	if q.limits(l.Company) {
+		all, onEnv := s.countLiveLocked(l.Company, l.Environment)
+		if err := q.Admit(l.Company, l.Environment, all, onEnv); err != nil {
+			return nil, err
+		}
 	}
 	l.Version = 1
 	s.putLocked(l)
@@ -439,7 +420,7 @@ func prunable(l *Lease, before time.Time) bool {
 }
 
 // AdoptPooled implements Store.
-func (s *memoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, error) {
+func (s *memoryStore) AdoptPooled(ctx context.Context, ad *Lease, q Quotas) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -447,7 +428,7 @@ func (s *memoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 	defer s.mu.Unlock()
 	var cand []*Lease
 	for _, l := range s.live { // members are pooled: live
-		if ad.matches(l) {
+		if adoptable(l, ad) {
 			cand = append(cand, l)
 		}
 	}
@@ -455,17 +436,17 @@ func (s *memoryStore) AdoptPooled(ctx context.Context, ad Adoption) (*Lease, err
 		return nil, fmt.Errorf("lease: no pooled member of environment %s with fingerprint %s: %w", ad.Environment, ad.Fingerprint, errcode.ErrNotFound)
 	}
 	sortLeases(cand)
-	upd := ad.adopt(cand[0])
+	upd := adopt(cand[0], ad)
 	if o := s.keyHolderLocked(upd); o != nil {
 		return nil, fmt.Errorf("lease %s: adopting it: key held by lease %s: %w", upd.ID, o.ID, errcode.ErrConflict)
 	}
-	if ad.Quotas.Limits(upd.Company) {
+	if q.limits(upd.Company) {
 		all, onEnv := s.countLiveLocked(upd.Company, upd.Environment)
-		if err := ad.Quotas.Admit(upd.Company, upd.Environment, all, onEnv); err != nil {
+		if err := q.Admit(upd.Company, upd.Environment, all, onEnv); err != nil {
 			return nil, err
 		}
 	}
 	upd.Version++
 	s.putLocked(upd)
-	return upd.Clone(), nil
+	return upd.clone(), nil
 }

@@ -49,7 +49,7 @@ func BenchmarkMemoryStorePrune(b *testing.B) {
 			for range k {
 				l := leasetest.Sample(fmt.Sprint("l", n), lease.StatusReleased, "", "")
 				l.ReleasedAt = base.Add(time.Duration(n) * time.Millisecond)
-				if _, err := s.InsertLease(ctx, l); err != nil {
+				if _, err := s.InsertLease(ctx, l, lease.Quotas{}); err != nil {
 					b.Fatal(err)
 				}
 				n++

@@ -14,11 +14,6 @@ import (
 	"github.com/berthdev/berth/internal/retry"
 )
 
-// LabelPool is put, with the value "member", on the sandbox and record of
-// every warm-pool member; it stays on the lease that adopts the member
-// (the labels a provider fixes at create stay true).
-const LabelPool = "berth.pool"
-
 // defaultPoolConcurrency is knobs.PoolConcurrency's default.
 const defaultPoolConcurrency = 2
 
@@ -74,7 +69,7 @@ func (a *acq) poolable() bool {
 // isMember reports whether l is a warm-pool member not adopted (yet): the
 // instance's record, made by a refill, starting or pooled.
 func isMember(l *Lease) bool {
-	return l.Company == authz.InstanceCompany && l.Labels[LabelPool] == "member" &&
+	return l.Company == authz.InstanceCompany && l.Labels[labelPool] == "member" &&
 		(l.Status == StatusPooled || l.Status == StatusStarting)
 }
 
@@ -88,7 +83,8 @@ func isMember(l *Lease) bool {
 func (m *Manager) adopt(ctx context.Context, a *acq) (*Handle, error) {
 	defer m.refillSoon(a.env)
 	for range 4 { // a member whose sandbox is gone is marked and the next one tried
-		l, err := m.store.AdoptPooled(ctx, Adoption{Environment: a.env.ID, Fingerprint: a.fp, Runner: a.runner, Now: m.now(), Lease: m.newLease(a), Quotas: a.quotas})
+		ad := m.newLease(a)
+		l, err := m.store.AdoptPooled(ctx, ad, a.quotasFor(ad.Company))
 		switch {
 		case errors.Is(err, errcode.ErrNotFound), errors.Is(err, errcode.ErrConflict):
 			return nil, nil
@@ -119,7 +115,7 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 	} else {
 		var resumer drivers.Resumer
 		if resumer, err = drivers.DriverAs[drivers.Resumer](a.drv); err == nil {
-			bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+			bctx, cancel := retry.WithTimeout(ctx, m.o.clock, a.budget)
 			sb, err = resumer.Resume(bctx, a.cfg, l.ProviderLeaseID)
 			cancel()
 		}
@@ -127,20 +123,20 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 	now := m.now()
 	if err != nil {
 		if sandboxGone(err) {
-			upd := l.Clone()
-			upd.Status, upd.Cleanup, upd.ReleasedAt = StatusFailed, CleanupConfirmed, now
+			upd := l.clone()
+			upd.Status, upd.Cleanup, upd.ReleasedAt = StatusFailed, cleanupConfirmed, now
 			upd.CleanupEvidence = fmt.Sprintf("adoption: provider has no sandbox %s", l.ProviderLeaseID)
 			upd.CleanupEvidenceKind = drivers.EvidenceProvider
 			upd.FailureReason = "pool member gone at adoption"
 			upd.ReuseKey, upd.RunKey, upd.ClaimedBy, upd.ClaimedUntil = "", "", "", time.Time{}
 			if uerr := m.store.UpdateLease(wctx, upd); uerr != nil {
-				m.o.Logger.Warn("lease: recording a pool member gone at adoption", "lease", l.ID, "err", uerr)
+				m.o.logger.Warn("lease: recording a pool member gone at adoption", "lease", l.ID, "err", uerr)
 			}
 			return nil, true, nil
 		}
-		if pending, ok := m.markPending(wctx, l.Clone(), drivers.Destroy, StatusFailed, "pool member could not be resumed at adoption: "+err.Error()); ok {
+		if pending, ok := m.markPending(wctx, l.clone(), drivers.Destroy, StatusFailed, "pool member could not be resumed at adoption: "+err.Error()); ok {
 			if _, cerr := m.cleanup(wctx, pending); cerr != nil {
-				m.o.Logger.Info("lease: cleanup of a pool member that failed adoption left pending", "lease", l.ID, "err", cerr)
+				m.o.logger.Info("lease: cleanup of a pool member that failed adoption left pending", "lease", l.ID, "err", cerr)
 			}
 		}
 		return nil, true, nil
@@ -148,9 +144,9 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 	if why := m.liveImageMismatch(ctx, a, sb); why != "" {
 		// IMG-3: a member that does not run the identity its record
 		// promises is destroyed, and the next one tried.
-		if pending, ok := m.markPending(wctx, l.Clone(), drivers.Destroy, StatusFailed, "pool member's live image at adoption: "+why); ok {
+		if pending, ok := m.markPending(wctx, l.clone(), drivers.Destroy, StatusFailed, "pool member's live image at adoption: "+why); ok {
 			if _, cerr := m.cleanup(wctx, pending); cerr != nil {
-				m.o.Logger.Info("lease: cleanup of a pool member with another image left pending", "lease", l.ID, "err", cerr)
+				m.o.logger.Info("lease: cleanup of a pool member with another image left pending", "lease", l.ID, "err", cerr)
 			}
 		}
 		return nil, true, nil
@@ -191,7 +187,7 @@ func (m *Manager) refillSoon(env *environment.Environment) {
 		}()
 		var rep PoolReport
 		if err := m.fill(p.ctx, env, &rep); err != nil {
-			m.o.Logger.Info("lease: pool refill", "environment", env.ID, "err", err)
+			m.o.logger.Info("lease: pool refill", "environment", env.ID, "err", err)
 		}
 	}()
 }
@@ -216,14 +212,14 @@ func (m *Manager) members(ctx context.Context, envID string) ([]*Lease, error) {
 
 // fill starts the members env's pool lacks, at most
 // knobs.PoolConcurrency at once, each with its own write-ahead record
-// (LEASE-2) of authz.InstanceCompany labelled LabelPool, made from the config
+// (LEASE-2) of authz.InstanceCompany labelled labelPool, made from the config
 // and active template env has now.
 func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *PoolReport) error {
 	if env.Pool == nil || env.Status != environment.StatusActive {
 		return nil
 	}
-	if m.o.Settings != nil {
-		s, err := m.o.Settings.Current(ctx)
+	if m.o.settings != nil {
+		s, err := m.o.settings.Current(ctx)
 		if err != nil {
 			return fmt.Errorf("lease: pool of environment %s: reading the instance settings: %w", env.ID, err)
 		}
@@ -237,10 +233,10 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 	}
 	req := AcquireRequest{Company: authz.InstanceCompany, EnvironmentID: env.ID, Policy: Ephemeral}
 	if env.Pool.Runner {
-		if m.o.PoolRunners == nil {
-			return fmt.Errorf("lease: pool of environment %s is a runner pool and the manager has no runner binaries (Options.PoolRunners): %w", env.ID, drivers.ErrUnsupported)
+		if m.o.poolRunners == nil {
+			return fmt.Errorf("lease: pool of environment %s is a runner pool and the manager has no runner binaries (leasehook.Sources.PoolRunners): %w", env.ID, drivers.ErrUnsupported)
 		}
-		set, err := m.o.PoolRunners()
+		set, err := m.o.poolRunners()
 		if err != nil {
 			return fmt.Errorf("lease: pool of environment %s: its runner binaries: %w", env.ID, err)
 		}
@@ -283,8 +279,8 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 			defer func() { <-sem }()
 			a := *a0
 			l := m.newLease(&a)
-			l.Labels[LabelPool] = "member"
-			_, err := m.store.InsertLease(ctx, l)
+			l.Labels[labelPool] = "member"
+			_, err := m.store.InsertLease(ctx, l, Quotas{})
 			if err == nil {
 				_, err = m.create(ctx, &a, l)
 			}
@@ -311,7 +307,7 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 func (m *Manager) startPoolRunner(ctx, wctx context.Context, a *acq, cur *Lease, sb drivers.Sandbox) (*Lease, error) {
 	starter, ok := m.tasks.(poolRunnerStarter)
 	if !ok {
-		return cur, fmt.Errorf("lease %s: a runner pool's member needs the runner protocol's hook (NewManager's tasks: the controller's): %w", cur.ID, drivers.ErrUnsupported)
+		return cur, fmt.Errorf("lease %s: a runner pool's member needs the runner protocol's hook (leasehook.Sources.Tasks: the controller's): %w", cur.ID, drivers.ErrUnsupported)
 	}
 	if cur.ProviderLeaseID != sb.ID() {
 		upd := cur.shallow()
@@ -376,16 +372,16 @@ func (m *Manager) reconnectRunner(ctx context.Context, a *acq, l *Lease) {
 	if cl.Status != StatusPooled || cl.Company != authz.InstanceCompany {
 		return
 	}
-	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+	bctx, cancel := retry.WithTimeout(ctx, m.o.clock, a.budget)
 	defer cancel()
 	sb, err := resumer.Resume(bctx, a.cfg, cl.ProviderLeaseID)
 	if err != nil {
-		m.o.Logger.Info("lease: pool member's sandbox not resumed to reconnect its runner", "lease", l.ID, "err", err)
+		m.o.logger.Info("lease: pool member's sandbox not resumed to reconnect its runner", "lease", l.ID, "err", err)
 		return
 	}
 	h := &Handle{m: m, lease: cl, driver: a.drv, sandbox: sb}
 	if err := m.tasks.(poolRunnerStarter).ReconnectPoolRunner(bctx, h); err != nil {
-		m.o.Logger.Info("lease: pool member's runner not reconnected", "lease", l.ID, "err", err)
+		m.o.logger.Info("lease: pool member's runner not reconnected", "lease", l.ID, "err", err)
 		return
 	}
 	m.cacheHandle(h)
@@ -404,7 +400,7 @@ func (m *Manager) retire(ctx context.Context, l *Lease, reason string, rep *Pool
 		m.unclaim(ctx, cl, "")
 		return
 	}
-	pending, ok := m.markPending(ctx, cl.Clone(), drivers.Destroy, StatusReleased, "pool member retired: "+reason)
+	pending, ok := m.markPending(ctx, cl.clone(), drivers.Destroy, StatusReleased, "pool member retired: "+reason)
 	if !ok {
 		return
 	}
@@ -417,7 +413,7 @@ func (m *Manager) retire(ctx context.Context, l *Lease, reason string, rep *Pool
 
 // reapPools retires the members that may no longer be adopted: of an
 // environment that is gone (when envs is the complete list,
-// Options.SweepEnvironments), archived, or without a pool; made from
+// leasehook.Sources.SweepEnvironments), archived, or without a pool; made from
 // another fingerprint than the environment's now (a config edit, a new
 // template); older than the pool's max age; or beyond its size (the
 // youngest go).
@@ -452,7 +448,7 @@ func (m *Manager) reapPools(ctx context.Context, envs []*environment.Environment
 		}
 		if reason == "" {
 			if d, err := m.reg.Lookup(env.Driver); err == nil {
-				if fp, err := EnvironmentFingerprint(d, env); err == nil && fp != l.Fingerprint {
+				if fp, err := environmentFingerprint(d, env); err == nil && fp != l.Fingerprint {
 					reason = "the environment's config or active template changed since it started"
 				}
 			}
@@ -485,22 +481,20 @@ func (m *Manager) drain(ctx context.Context, envID, reason string, rep *PoolRepo
 }
 
 // poolTargets returns the environments of pools, and whether the list is
-// complete (Options.SweepEnvironments lists every environment).
+// complete (leasehook.Sources.SweepEnvironments lists every environment).
 func (m *Manager) poolTargets(ctx context.Context) ([]*environment.Environment, bool, error) {
-	if m.o.SweepEnvironments == nil {
+	if m.o.sweepEnvironments == nil {
 		return nil, false, nil
 	}
-	envs, err := m.o.SweepEnvironments(ctx)
+	envs, err := m.o.sweepEnvironments(ctx)
 	return envs, true, err
 }
 
 // MaintainPools runs one pool pass for p, who must be allowed
 // authz.ActionSweep: it retires (destroys, with receipts) the members that
 // may no longer be adopted (see PoolReport.Retired) and starts the members
-// each active environment's pool lacks, waiting for those starts. The
-// environments are those Options.SweepEnvironments lists; without it the
-// pass knows no environment and does nothing (refills then follow
-// acquisitions only, which read their environment). Failures of single
+// each active environment's pool lacks, waiting for those starts, over
+// every saved environment. Failures of single
 // members are counted; the error joins store failures and failed starts.
 func (m *Manager) MaintainPools(ctx context.Context, p authz.Principal) (PoolReport, error) {
 	var rep PoolReport

@@ -92,7 +92,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 	var st poolStats
 	rng := rand.New(rand.NewPCG(seed, 0x9001))
 	w := newWorld(t, worldOpts{})
-	listEnvs := func(o *lease.Options) {
+	listEnvs := func(o *mopts) {
 		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
 			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
 		}
@@ -113,7 +113,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 		hook.failIf = func() bool { return rng.IntN(8) == 0 }
 		w.tasks = hook
 		inner := listEnvs
-		listEnvs = func(o *lease.Options) {
+		listEnvs = func(o *mopts) {
 			inner(o)
 			o.PoolRunners = func() (*drivers.RunnerSet, error) { return runners, nil }
 		}
@@ -131,7 +131,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 	process := func(c *crasher) *lease.Manager {
 		o := w.options()
 		listEnvs(o)
-		m, _ := lease.NewManager(crashStore{s: w.store, c: c}, drivers.NewRegistry(crashDriver{Driver: w.fk, c: c}), w.asg, w.tasks, o)
+		m, _ := newManagerWith(crashStore{s: w.store, c: c}, drivers.NewRegistry(crashDriver{Driver: w.fk, c: c}), w.asg, w.tasks, o)
 		return m
 	}
 	proc := newCrasher()
@@ -194,7 +194,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			// A reusable lease is handed to later runs by design (LEASE-4);
 			// a lease of any other policy serves one run, so an id seen
 			// twice would be a member adopted twice.
-			if l.Labels[lease.LabelPool] == "member" && !lease.Reusable(l.Policy) {
+			if l.Labels["berth.pool"] == "member" && !lease.Reusable(l.Policy) {
 				st.Adopted++
 				if prev, dup := adoptedBy[l.ID]; dup {
 					st.Twice++
@@ -258,7 +258,7 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 		}
 		if proc.dead.Load() {
 			st.Crashes++
-			m.Close()
+			lease.Close(m)
 			proc = newCrasher()
 			m = process(proc)
 			handles = nil
@@ -279,11 +279,11 @@ func runPoolSchedule(t *testing.T, seed uint64) (int, poolStats, []string) {
 			}
 		}
 	}
-	m.Close()
-	other.Close()
+	lease.Close(m)
+	lease.Close(other)
 	fakectl.Of(w.fk).ClearFaults()
 	final := w.newManager(listEnvs)
-	defer final.Close()
+	defer lease.Close(final)
 	w.clk.Advance(budget + claimGrace + cleanupB + time.Second)
 	var problems []string
 	for range 3 {

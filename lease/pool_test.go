@@ -17,15 +17,16 @@ import (
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/instancehook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
 // poolWorld is a world whose environment has a warm pool of size and
 // whose managers list the world's environments (SweepEnvironments).
-func poolWorld(t *testing.T, size int, maxAge time.Duration, mod func(*lease.Options)) *world {
+func poolWorld(t *testing.T, size int, maxAge time.Duration, mod func(*mopts)) *world {
 	t.Helper()
 	var w *world
-	w = newWorld(t, worldOpts{options: func(o *lease.Options) {
+	w = newWorld(t, worldOpts{options: func(o *mopts) {
 		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
 			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
 		}
@@ -35,7 +36,7 @@ func poolWorld(t *testing.T, size int, maxAge time.Duration, mod func(*lease.Opt
 	}})
 	w.env.Pool = &environment.Pool{Size: size, MaxAge: maxAge}
 	w.save(w.env)
-	t.Cleanup(func() { w.m.Close() })
+	t.Cleanup(func() { lease.Close(w.m) })
 	return w
 }
 
@@ -78,7 +79,7 @@ func TestPoolAdoption(t *testing.T) {
 		t.Fatalf("members %v, sandboxes %v; want 2 each", members, w.liveSandboxes())
 	}
 	m := w.get(members[0])
-	if m.Company != authz.InstanceCompany || m.Labels[lease.LabelPool] != "member" || m.Run != "" || w.state(m.ProviderLeaseID) != drivers.StateRunning {
+	if m.Company != authz.InstanceCompany || m.Labels["berth.pool"] != "member" || m.Run != "" || w.state(m.ProviderLeaseID) != drivers.StateRunning {
 		t.Fatalf("member record %+v (sandbox %s)", m, w.state(m.ProviderLeaseID))
 	}
 	if rep := w.maintain(w.m); rep.Created != 0 || rep.Retired != 0 {
@@ -117,7 +118,7 @@ func TestPoolAdoption(t *testing.T) {
 
 // Quotas count pool members for no company until adopted.
 func TestPoolQuota(t *testing.T) {
-	w := poolWorld(t, 2, 0, func(o *lease.Options) { o.Quotas.PerCompany = 1 })
+	w := poolWorld(t, 2, 0, func(o *mopts) { o.Quotas.PerCompany = 1 })
 	w.maintain(w.m)
 	w.acquire(lease.Ephemeral, "run-1")
 	lease.WaitPoolRefills(w.m)
@@ -155,7 +156,7 @@ func TestPoolRetire(t *testing.T) {
 	}
 	for _, id := range first {
 		l := w.get(id)
-		if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed || w.state(l.ProviderLeaseID) != drivers.StateDestroyed {
+		if l.Status != lease.StatusReleased || l.Cleanup != "confirmed" || w.state(l.ProviderLeaseID) != drivers.StateDestroyed {
 			t.Fatalf("retired member %s: %s %s %q, sandbox %s", id, l.Status, l.Cleanup, l.FailureReason, w.state(l.ProviderLeaseID))
 		}
 	}
@@ -217,8 +218,8 @@ func TestPoolRetire(t *testing.T) {
 func TestPoolDrainOnDelete(t *testing.T) {
 	ctx := context.Background()
 	w := poolWorld(t, 2, 0, nil)
-	m, usage := lease.NewManager(w.store, w.reg, w.asg, nil, w.options())
-	defer m.Close()
+	m, usage := newManagerWith(w.store, w.reg, w.asg, nil, w.options())
+	defer lease.Close(m)
 	// Without SweepEnvironments a pass knows no environment.
 	if rep, err := m.MaintainPools(ctx, op); err != nil || rep != (lease.PoolReport{}) {
 		t.Fatalf("pass without SweepEnvironments: %+v, %v; want nothing done", rep, err)
@@ -249,7 +250,7 @@ func TestPoolTwoReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2 := w.newManager(nil)
-	defer m2.Close()
+	defer lease.Close(m2)
 	h, err := m2.Acquire(ctx, op, w.req(lease.Ephemeral, "run-r2"))
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +258,7 @@ func TestPoolTwoReplicas(t *testing.T) {
 	if h.Lease().ID != members[1] {
 		t.Fatalf("replica 2 adopted %s, want %s (after the gone %s)", h.Lease().ID, members[1], members[0])
 	}
-	if l := w.get(gone.ID); l.Status != lease.StatusFailed || l.Cleanup != lease.CleanupConfirmed {
+	if l := w.get(gone.ID); l.Status != lease.StatusFailed || l.Cleanup != "confirmed" {
 		t.Fatalf("the gone member: %s %s", l.Status, l.Cleanup)
 	}
 	lease.WaitPoolRefills(m2)
@@ -303,7 +304,7 @@ func TestPoolTwoReplicas(t *testing.T) {
 // IMG-3 at adoption: a member whose live image is not the pinned one its
 // record promises is destroyed and the next member adopted.
 func TestPoolAdoptionVerifiesLiveImage(t *testing.T) {
-	w := poolWorld(t, 2, 0, func(o *lease.Options) { o.ManualPoolRefill = true })
+	w := poolWorld(t, 2, 0, func(o *mopts) { o.ManualPoolRefill = true })
 	id := w.fk.AddImage("registry.test/app@sha256:" + strings.Repeat("ab", 32))
 	w.env.Config["image"] = id.String()
 	w.save(w.env)
@@ -330,9 +331,9 @@ func TestPoolAdoptionVerifiesLiveImage(t *testing.T) {
 // template's identity.
 func TestPoolFollowsTheActiveTemplate(t *testing.T) {
 	ctx := context.Background()
-	w := poolWorld(t, 1, 0, func(o *lease.Options) { o.ManualPoolRefill = true })
+	w := poolWorld(t, 1, 0, func(o *mopts) { o.ManualPoolRefill = true })
 	src := w.acquire(lease.Ephemeral, "src")
-	id, err := src.Capture(ctx, drivers.CaptureRequest{Name: "tools"})
+	id, err := leasehook.Capture(src, ctx, drivers.CaptureRequest{Name: "tools"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,14 +353,14 @@ func TestPoolFollowsTheActiveTemplate(t *testing.T) {
 		t.Fatalf("after the promote: %+v, want 1 retired, 1 created", rep)
 	}
 	now := w.pooled()
-	if len(now) != 1 || now[0] == old[0] || w.get(now[0]).Labels[lease.LabelTemplate] != "tpl-1" {
+	if len(now) != 1 || now[0] == old[0] || w.get(now[0]).Labels["berth.template-id"] != "tpl-1" {
 		t.Fatalf("members %v (before %v): want a new one labelled with the template", now, old)
 	}
 	h, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := h.ImageIdentity(ctx)
+	live, err := leasehook.ImageIdentity(h, ctx)
 	if err != nil || h.ID() != now[0] || live != id {
 		t.Fatalf("adopted %s reporting %v (%v); want member %s reporting %s", h.ID(), live, err, now[0], id)
 	}
@@ -395,8 +396,8 @@ func (h *poolRunnerHook) ReconnectPoolRunner(_ context.Context, lh *lease.Handle
 	return nil
 }
 
-func (h *poolRunnerHook) StopTasks(context.Context, string) (lease.TaskStopReport, error) {
-	return lease.TaskStopReport{}, nil
+func (h *poolRunnerHook) StopTasks(context.Context, string) (leasehook.TaskStopReport, error) {
+	return leasehook.TaskStopReport{}, nil
 }
 func (h *poolRunnerHook) LeaseEnded(string) {}
 func (h *poolRunnerHook) StartPoolRunner(_ context.Context, lh *lease.Handle) error {
@@ -424,13 +425,13 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 		return &drivers.RunnerSet{Build: func(context.Context, string) (drivers.RunnerSpec, error) { return s, nil }}
 	}
 	hook := &poolRunnerHook{}
-	withRunners := func(o *lease.Options) {
+	withRunners := func(o *mopts) {
 		o.ManualPoolRefill = true
 		o.PoolRunners = func() (*drivers.RunnerSet, error) { return set(spec), nil }
 	}
 	w := poolWorld(t, 1, 0, withRunners)
 	w.tasks = hook
-	w.m = w.newManager(func(o *lease.Options) {
+	w.m = w.newManager(func(o *mopts) {
 		withRunners(o)
 		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
 			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
@@ -446,7 +447,7 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	if len(hook.started) != 1 {
 		t.Fatalf("the runner hook started %d members, want 1", len(hook.started))
 	}
-	if st := hook.started[0]; st.ID != members[0] || st.Status != lease.StatusStarting || st.Company != authz.InstanceCompany || st.ProviderLeaseID == "" || st.Labels[lease.LabelPool] != "member" {
+	if st := hook.started[0]; st.ID != members[0] || st.Status != lease.StatusStarting || st.Company != authz.InstanceCompany || st.ProviderLeaseID == "" || st.Labels["berth.pool"] != "member" {
 		t.Errorf("the hook saw %s %s of %s with provider id %q, want member %s starting, the instance's, with its provider id", st.ID, st.Status, st.Company, st.ProviderLeaseID, members[0])
 	}
 	plain, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: "plain"})
@@ -474,7 +475,7 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 		t.Fatalf("pooled %v, want one member again", pooled)
 	}
 	hook.disconnected = map[string]bool{pooled[0]: true}
-	restarted := w.newManager(func(o *lease.Options) {
+	restarted := w.newManager(func(o *mopts) {
 		withRunners(o)
 		o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
 			return w.envs.ListEnvironments(ctx, environment.ListFilter{})
@@ -496,7 +497,7 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	if err != nil || h.ID() != pooled[0] {
 		t.Fatalf("the acquisition after the restart got %v, %v; want member %s", h, err, pooled[0])
 	}
-	restarted.Close()
+	lease.Close(restarted)
 	// A member whose runner does not start is destroyed, not pooled.
 	hook.fail = errors.New("no hello")
 	if _, err := w.m.MaintainPools(ctx, op); err == nil || !strings.Contains(err.Error(), "no hello") {
@@ -510,15 +511,15 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 	}
 	// Without the runner hook, or without runner binaries, a runner pool
 	// does not fill.
-	for name, mod := range map[string]func(*lease.Options){
+	for name, mod := range map[string]func(*mopts){
 		"no hook":    withRunners,
-		"no runners": func(o *lease.Options) { o.ManualPoolRefill = true },
+		"no runners": func(o *mopts) { o.ManualPoolRefill = true },
 	} {
 		w.tasks = nil
 		if name == "no runners" {
 			w.tasks = &poolRunnerHook{}
 		}
-		m := w.newManager(func(o *lease.Options) {
+		m := w.newManager(func(o *mopts) {
 			mod(o)
 			o.SweepEnvironments = func(ctx context.Context) ([]*environment.Environment, error) {
 				return w.envs.ListEnvironments(ctx, environment.ListFilter{})
@@ -527,7 +528,7 @@ func TestRunnerPoolMembersArePreparedForTheRunner(t *testing.T) {
 		if _, err := m.MaintainPools(ctx, op); !errors.Is(err, drivers.ErrUnsupported) {
 			t.Errorf("runner pool with %s: %v, want ErrUnsupported", name, err)
 		}
-		m.Close()
+		lease.Close(m)
 	}
 }
 
@@ -538,7 +539,7 @@ func TestPoolRefillHonoursInstanceSettings(t *testing.T) {
 	t.Parallel()
 	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
 	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
-	w := poolWorld(t, 2, 0, func(o *lease.Options) { o.Settings, o.ManualPoolRefill = reader, true })
+	w := poolWorld(t, 2, 0, func(o *mopts) { o.Settings, o.ManualPoolRefill = reader, true })
 	setSettings(t, svc, false, false)
 	if rep := w.maintain(w.m); rep.Created != 0 || len(w.pooled()) != 0 {
 		t.Fatalf("refill with environments disabled: %+v, members %v; want none", rep, w.pooled())

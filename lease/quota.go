@@ -33,10 +33,10 @@ type Quotas struct {
 // Its reason is "quota_exceeded" (errcode.ReasonOf).
 var ErrQuota error = &errcode.Error{Code: errcode.Unavailable, Reason: "quota_exceeded", Err: errors.New("lease: quota reached")}
 
-// Limits reports whether q limits the leases of company: it sets a limit,
+// limits reports whether q limits the leases of company: it sets a limit,
 // and company is a company (not "" and not authz.InstanceCompany, whose
 // setup and pool leases count for nobody).
-func (q Quotas) Limits(company string) bool {
+func (q Quotas) limits(company string) bool {
 	return counted(company) && (q.PerCompany > 0 || q.PerCompanyEnvironment > 0)
 }
 
@@ -50,10 +50,10 @@ func counted(company string) bool {
 // fits q, given the company's live leases now (live, over every
 // environment) and those on environment (onEnvironment); else an error
 // wrapping ErrQuota that names the limit and the company's own counts. A
-// Store's InsertLeaseWithin and AdoptPooled call it with the counts they
-// read in the step that writes.
+// Store's InsertLease and AdoptPooled call it with the counts they read in
+// the step that writes.
 func (q Quotas) Admit(company, environment string, live, onEnvironment int) error {
-	if !q.Limits(company) {
+	if !q.limits(company) {
 		return nil
 	}
 	if q.PerCompany > 0 && live >= q.PerCompany {
@@ -82,7 +82,7 @@ func stricter(a, b int) int {
 
 // quotasFor returns the limits in force for a: none for a draft (a probe)
 // or a lease of no company; else, per field, the stricter of
-// Options.Quotas and the instance settings (Options.Settings: the
+// Options.Quotas and the instance settings (leasehook.Sources.Settings: the
 // instance's quotaPerCompany and quotaPerCompanyEnvironment, 8 and 4 when
 // never set), so that every manager of an instance enforces one number.
 func (m *Manager) quotasFor(ctx context.Context, a *acq) (Quotas, error) {
@@ -90,8 +90,8 @@ func (m *Manager) quotasFor(ctx context.Context, a *acq) (Quotas, error) {
 	if a.draft || a.member || !counted(a.req.Company) {
 		return Quotas{}, nil
 	}
-	if m.o.Settings != nil {
-		s, err := m.o.Settings.Current(ctx)
+	if m.o.settings != nil {
+		s, err := m.o.settings.Current(ctx)
 		if err != nil {
 			return Quotas{}, fmt.Errorf("lease: acquire environment %s: reading the instance's quotas: %w", a.env.ID, err)
 		}
@@ -105,11 +105,11 @@ func (m *Manager) quotasFor(ctx context.Context, a *acq) (Quotas, error) {
 // would put its company past a limit of a.quotas. It reads the company's
 // live leases (Filter.Live, through the status index). It is the early
 // answer of this manager (lockQuota serializes it with the write here);
-// the store checks again in the step that writes (InsertLeaseWithin,
-// Adoption.Quotas), which is what holds across replicas.
+// the store checks again in the step that writes (InsertLease,
+// AdoptPooled), which is what holds across replicas.
 func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
 	q := a.quotas
-	if !q.Limits(a.req.Company) {
+	if !q.limits(a.req.Company) {
 		return nil
 	}
 	f := Filter{Company: a.req.Company, Live: true}
@@ -149,7 +149,7 @@ func quotaNamed(a *acq, err error) error {
 // the store; it returns the unlock (idempotent). Without quotas it locks
 // nothing.
 func (m *Manager) lockQuota(a *acq) func() {
-	if !a.quotas.Limits(a.req.Company) {
+	if !a.quotas.limits(a.req.Company) {
 		return func() {}
 	}
 	h := fnv.New32a()
@@ -185,10 +185,17 @@ func (m *Manager) runLeaseOr(ctx context.Context, a *acq, qerr error) (*Lease, e
 }
 
 // insert writes a's new record l: with a's quotas checked by the store in
-// the same step when they limit its company (Store.InsertLeaseWithin).
+// the same step when they limit its company (Store.InsertLease).
 func (m *Manager) insert(ctx context.Context, a *acq, l *Lease) (*Lease, error) {
-	if a.quotas.Limits(l.Company) {
-		return m.store.InsertLeaseWithin(ctx, l, a.quotas)
+	return m.store.InsertLease(ctx, l, a.quotasFor(l.Company))
+}
+
+// quotasFor returns a's quotas when they limit company, else the zero
+// Quotas: what the store checks in the step that writes (Store.InsertLease,
+// Store.AdoptPooled).
+func (a *acq) quotasFor(company string) Quotas {
+	if a.quotas.limits(company) {
+		return a.quotas
 	}
-	return m.store.InsertLease(ctx, l)
+	return Quotas{}
 }

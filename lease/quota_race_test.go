@@ -47,7 +47,7 @@ func TestQuotaHoldsUnderConcurrentAcquisitions(t *testing.T) {
 	ctx := context.Background()
 	const n = 4
 	ms := &meetingStore{Store: lease.NewMemoryStore(), met: make(chan struct{}), want: n}
-	w := newWorld(t, worldOpts{store: ms, options: func(o *lease.Options) {
+	w := newWorld(t, worldOpts{store: ms, options: func(o *mopts) {
 		o.Quotas = lease.Quotas{PerCompany: 2}
 	}})
 	var wg sync.WaitGroup

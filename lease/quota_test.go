@@ -20,7 +20,7 @@ import (
 // against it.
 func TestQuotas(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t, worldOpts{options: func(o *lease.Options) {
+	w := newWorld(t, worldOpts{options: func(o *mopts) {
 		o.Quotas = lease.Quotas{PerCompany: 3, PerCompanyEnvironment: 2}
 	}})
 	env2 := &environment.Environment{ID: "env-2", Name: "sandbox two", Driver: w.env.Driver, Status: environment.StatusActive, Config: w.env.Config.Clone(), Revision: 1}
@@ -119,7 +119,7 @@ func TestQuotasFromInstanceSettings(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			w.m = w.newManager(func(o *lease.Options) { o.Quotas, o.Settings = tc.code, reader })
+			w.m = w.newManager(func(o *mopts) { o.Quotas, o.Settings = tc.code, reader })
 			granted := 0
 			for i := range 8 {
 				_, err := w.m.Acquire(ctx, op, lease.AcquireRequest{Company: "acme", EnvironmentID: w.env.ID, Run: fmt.Sprint("r", i)})

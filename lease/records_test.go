@@ -24,7 +24,7 @@ func draftHandle(t *testing.T, w *world) *lease.Handle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := w.m.Acquire(bg, op, lease.AcquireRequest{Draft: &lease.Draft{Driver: w.fk.Name(), Config: cfg}})
+	h, err := w.m.Acquire(bg, op, lease.Draft(lease.AcquireRequest{}, w.fk.Name(), cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestDraftRecordRemovedOnceCleanupIsProven(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	h := draftHandle(t, w)
 	l, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Fatalf("Release: %+v, %v; want released with proof", l, err)
 	}
 	if _, err := w.store.GetLease(bg, h.ID()); !errors.Is(err, errcode.ErrNotFound) {
@@ -85,14 +85,14 @@ func TestRetentionPrunesEndedLeases(t *testing.T) {
 	// retention period after their release; a sweep then prunes them. Live
 	// leases are never pruned.
 	const retention = 72 * time.Hour
-	w := newWorld(t, worldOpts{options: func(o *lease.Options) { o.PruneAfter = retention }})
+	w := newWorld(t, worldOpts{options: func(o *mopts) { o.PruneAfter = retention }})
 	done := w.acquire(lease.Ephemeral, "r1")
 	if _, err := done.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
 		t.Fatal(err)
 	}
 	live := w.acquire(lease.ReuseByEnvironment, "r2")
 	w.clk.Advance(retention - time.Minute)
-	m := w.newManager(func(o *lease.Options) { o.PruneAfter = retention })
+	m := w.newManager(func(o *mopts) { o.PruneAfter = retention })
 	rep, err := m.Sweep(bg, op)
 	if err != nil || rep.Pruned != 0 {
 		t.Fatalf("sweep within the retention = %+v, %v; want nothing pruned", rep, err)
@@ -115,7 +115,7 @@ func TestRetentionPrunesEndedLeases(t *testing.T) {
 	}
 	// A negative retention keeps records forever.
 	w.clk.Advance(10 * retention)
-	rep, err = w.newManager(func(o *lease.Options) { o.PruneAfter = -1 }).Sweep(bg, op)
+	rep, err = w.newManager(func(o *mopts) { o.PruneAfter = -1 }).Sweep(bg, op)
 	if err != nil || rep.Pruned != 0 {
 		t.Errorf("sweep with a negative retention = %+v, %v; want nothing pruned", rep, err)
 	}
@@ -138,7 +138,7 @@ func TestSecretsRetiredWhileStartingMakeNoSandbox(t *testing.T) {
 	w := newWorld(t, worldOpts{
 		fake:   &fake.Options{APIKey: "k-123"},
 		config: map[string]any{"startup_timeout": budget.String(), "api_key": ref},
-		options: func(o *lease.Options) {
+		options: func(o *mopts) {
 			o.SecretKeeper = keeper
 			o.Secrets = func(ctx context.Context, r config.SecretRef) (string, error) {
 				v, err := secrets.Get(ctx, r)

@@ -17,7 +17,7 @@ import (
 // left running unless Keep is asked for by name.
 type ReleaseOptions struct {
 	// Disposition says what happens to the sandbox (LEASE-6). The zero
-	// value, ByPolicy, lets the lease's policy decide; Keep leaves the
+	// value, like ByPolicy, lets the lease's policy decide; Keep leaves the
 	// sandbox running (retained), Stop stops it and keeps it resumable
 	// (released), Destroy removes it (released).
 	Disposition Disposition
@@ -30,10 +30,13 @@ type ReleaseOptions struct {
 	Reason string
 }
 
-// Disposition says what a release does with a lease's sandbox. The zero
-// value is ByPolicy. The stored record keeps the driver's disposition
-// (Lease.CleanupDisposition, a drivers.Disposition), never this one.
-type Disposition int
+// Disposition says what a release does with a lease's sandbox: a host
+// converts its own text ("policy", "keep", "stop", "destroy") to one. The
+// zero value, "", is ByPolicy too; Release refuses any other value with an
+// error wrapping errcode.ErrInvalid. The stored record keeps the driver's
+// disposition (Lease.CleanupDisposition, a drivers.Disposition), never
+// this one.
+type Disposition string
 
 // The dispositions of a release.
 const (
@@ -43,52 +46,17 @@ const (
 	// (ReuseByEnvironment, ReuseByWorkspace) is stopped and kept
 	// resumable when its driver can resume it (drivers.CapReuse), else
 	// kept running.
-	ByPolicy Disposition = iota
-	// Keep leaves the sandbox running: the lease is retained for
-	// DefaultResumableTTL and may be acquired again or swept.
-	Keep
+	ByPolicy Disposition = "policy"
+	// Keep leaves the sandbox running: the lease is retained for 7 days
+	// and may be acquired again or swept.
+	Keep Disposition = "keep"
 	// Stop stops the sandbox and keeps it resumable (host drivers: ends
 	// the session).
-	Stop
+	Stop Disposition = "stop"
 	// Destroy removes the sandbox at the provider (host drivers: ends the
 	// session).
-	Destroy
+	Destroy Disposition = "destroy"
 )
-
-// String returns "policy", "keep", "stop" or "destroy".
-func (d Disposition) String() string {
-	switch d {
-	case ByPolicy:
-		return "policy"
-	case Keep:
-		return "keep"
-	case Stop:
-		return "stop"
-	case Destroy:
-		return "destroy"
-	}
-	return fmt.Sprintf("disposition(%d)", int(d))
-}
-
-// MarshalText implements encoding.TextMarshaler: String's text.
-func (d Disposition) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler: "policy" (or empty),
-// "keep", "stop" or "destroy"; anything else is an error wrapping
-// errcode.ErrInvalid that quotes it.
-func (d *Disposition) UnmarshalText(b []byte) error {
-	if len(b) == 0 {
-		*d = ByPolicy
-		return nil
-	}
-	for _, v := range []Disposition{ByPolicy, Keep, Stop, Destroy} {
-		if string(b) == v.String() {
-			*d = v
-			return nil
-		}
-	}
-	return fmt.Errorf("lease: unknown disposition %q (policy, keep, stop or destroy): %w", b, errcode.ErrInvalid)
-}
 
 // driverDisposition returns what releasing l with d does to the sandbox
 // of driver drv (see ByPolicy).
@@ -167,6 +135,11 @@ func (m *Manager) claimerForRelease() releaseClaimer {
 // one), whose maps are the store's: Release and Handle.Release make it the
 // caller's with view or own.
 func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (*Lease, error) {
+	switch opts.Disposition {
+	case "", ByPolicy, Keep, Stop, Destroy:
+	default:
+		return nil, fmt.Errorf("lease %s: release: unknown disposition %q (policy, keep, stop or destroy): %w", id, opts.Disposition, errcode.ErrInvalid)
+	}
 	now := m.now()
 	owner := m.opOwner()
 	// A release that will stop or destroy writes ahead, in its claim when
@@ -199,7 +172,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 			// Another manager ended the lease (with proof); free what this
 			// process still holds of it (a host session's connection).
 			if _, err := h.sandbox.Release(ctx, drivers.Destroy); err != nil {
-				m.o.Logger.Info("lease: freeing the handle of a lease ended elsewhere", "lease", id, "err", err)
+				m.o.logger.Info("lease: freeing the handle of a lease ended elsewhere", "lease", id, "err", err)
 			}
 		}
 		m.dropHandle(id)
@@ -257,7 +230,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		if sb != nil {
 			// Frees the handle's local resources; the sandbox keeps running.
 			if _, err := sb.Release(ctx, drivers.Keep); err != nil {
-				m.o.Logger.Info("lease: releasing a kept handle", "lease", id, "err", err)
+				m.o.logger.Info("lease: releasing a kept handle", "lease", id, "err", err)
 			}
 		}
 		upd.Status, upd.LastUsedAt, upd.ExpiresAt = StatusRetained, now, now.Add(m.o.knobs.ResumableTTL)
@@ -297,7 +270,7 @@ func (m *Manager) release(ctx context.Context, id string, opts ReleaseOptions) (
 		return pending, fmt.Errorf("lease %s: %w: %w", id, ErrCleanupPending, perr)
 	}
 	now = m.now()
-	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, CleanupConfirmed, evidence, now, now
+	upd.Status, upd.Cleanup, upd.CleanupEvidence, upd.ReleasedAt, upd.LastUsedAt = StatusReleased, cleanupConfirmed, evidence, now, now
 	upd.CleanupEvidenceKind = kind
 	if d == drivers.Stop && upd.Policy.reusable() && rc.State == drivers.StateStopped {
 		upd.ExpiresAt = now.Add(m.o.knobs.ResumableTTL) // resumable until then

@@ -98,7 +98,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, d := range []lease.Disposition{lease.Stop, lease.Destroy} {
-			t.Run(tt.name+"/"+d.String(), func(t *testing.T) {
+			t.Run(tt.name+"/"+string(d), func(t *testing.T) {
 				t.Parallel()
 				w := newWorld(t, worldOpts{})
 				h := w.acquire(lease.ReuseByEnvironment, "r")
@@ -108,7 +108,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 				if !errors.Is(err, lease.ErrCleanupPending) {
 					t.Fatalf("Release: %v, want ErrCleanupPending", err)
 				}
-				if l.Status != lease.StatusPendingCleanup || l.Cleanup != lease.CleanupPending || l.FailureReason == "" || l.ReuseKey != "" {
+				if l.Status != lease.StatusPendingCleanup || l.Cleanup != "pending" || l.FailureReason == "" || l.ReuseKey != "" {
 					t.Errorf("lease: %+v", l)
 				}
 				if st := w.state(pid); st != drivers.StateRunning {
@@ -128,7 +128,7 @@ func TestUnconfirmedStopIsNotProof(t *testing.T) {
 					t.Errorf("Sweep: %+v, %v", rep, err)
 				}
 				got := w.get(l.ID)
-				if got.Status != lease.StatusReleased || got.Cleanup != lease.CleanupConfirmed || w.state(pid) != drivers.StateDestroyed {
+				if got.Status != lease.StatusReleased || got.Cleanup != "confirmed" || w.state(pid) != drivers.StateDestroyed {
 					t.Errorf("after sweep: %s/%s, sandbox %s", got.Status, got.Cleanup, w.state(pid))
 				}
 				if got.CleanupEvidenceKind != drivers.EvidenceProvider {
@@ -256,7 +256,7 @@ func TestDestroyingAStoppedReusableLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Status != lease.StatusReleased || l.ReuseKey != "" || l.Cleanup != lease.CleanupConfirmed {
+	if l.Status != lease.StatusReleased || l.ReuseKey != "" || l.Cleanup != "confirmed" {
 		t.Errorf("lease after destroy: status %s, reuse key %q, cleanup %s", l.Status, l.ReuseKey, l.Cleanup)
 	}
 	if st := w.state(pid); st != drivers.StateDestroyed {
@@ -324,21 +324,26 @@ func TestSweepReadsTheLiveLeasesOncePerEnvironment(t *testing.T) {
 
 func TestDispositionText(t *testing.T) {
 	t.Parallel()
-	for _, d := range []lease.Disposition{lease.ByPolicy, lease.Keep, lease.Stop, lease.Destroy} {
-		b, err := d.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got lease.Disposition
-		if err := got.UnmarshalText(b); err != nil || got != d {
-			t.Errorf("%s: round trip gives %s, %v", d, got, err)
+	// The dispositions are the words a host converts.
+	for d, want := range map[lease.Disposition]string{lease.ByPolicy: "policy", lease.Keep: "keep", lease.Stop: "stop", lease.Destroy: "destroy"} {
+		if string(d) != want {
+			t.Errorf("disposition %q, want %q", d, want)
 		}
 	}
-	var d lease.Disposition = lease.Destroy
-	if err := d.UnmarshalText(nil); err != nil || d != lease.ByPolicy {
-		t.Errorf("empty text: %s, %v; want policy", d, err)
-	}
-	if err := d.UnmarshalText([]byte("retain")); !errors.Is(err, errcode.ErrInvalid) {
-		t.Errorf("unknown text: %v, want errcode.ErrInvalid", err)
+	// Any other word is refused before the lease is touched; "" is by
+	// policy, as "policy" is (an ephemeral lease is destroyed).
+	w := newWorld(t, worldOpts{})
+	for _, d := range []lease.Disposition{"", lease.ByPolicy} {
+		h := w.acquire(lease.Ephemeral, "run-"+string(d))
+		if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: "retain"}); !errors.Is(err, errcode.ErrInvalid) {
+			t.Errorf("unknown disposition: %v, want errcode.ErrInvalid", err)
+		}
+		if l := w.get(h.ID()); l.Status != lease.StatusActive || l.ClaimedBy != "" {
+			t.Errorf("a refused release touched the lease: %s, claimed by %q", l.Status, l.ClaimedBy)
+		}
+		l, err := h.Release(bg, lease.ReleaseOptions{Disposition: d})
+		if err != nil || l.Status != lease.StatusReleased || w.state(l.ProviderLeaseID) != drivers.StateDestroyed {
+			t.Errorf("release %q: %+v, %v, want released, its sandbox destroyed", d, l, err)
+		}
 	}
 }

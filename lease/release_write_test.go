@@ -94,7 +94,7 @@ func TestFailedReleaseWriteLeavesLeaseToTheSweep(t *testing.T) {
 				t.Errorf("sweep report %+v, want the lease expired", rep)
 			}
 			l := w.get(h.Lease().ID)
-			if l.Status != lease.StatusExpired || l.Cleanup != lease.CleanupConfirmed || l.ClaimedBy != "" {
+			if l.Status != lease.StatusExpired || l.Cleanup != "confirmed" || l.ClaimedBy != "" {
 				t.Errorf("lease after the sweep: status %s cleanup %q claimed by %q; want expired, confirmed, unclaimed", l.Status, l.Cleanup, l.ClaimedBy)
 			}
 			if st := w.state(pid); st != drivers.StateDestroyed {

@@ -40,17 +40,17 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		// Never pull a sandbox from under a run that uses it.
 		return nil, false, fmt.Errorf("lease %s is in use by run %s with an earlier configuration of environment %s; it is replaced once released or expired: %w",
 			l.ID, l.Run, l.Environment, errcode.ErrConflict)
-	case l.Fingerprint != a.fp && l.Labels[LabelTemplate] != a.templateID():
-		return m.replace(ctx, a, l, ReplaceTemplateChanged, "")
+	case l.Fingerprint != a.fp && l.Labels[labelTemplate] != a.templateID():
+		return m.replace(ctx, a, l, replaceTemplateChanged, "")
 	case l.Fingerprint != a.fp:
-		return m.replace(ctx, a, l, ReplaceIdentityMismatch, "")
+		return m.replace(ctx, a, l, replaceIdentityMismatch, "")
 	case preparedForOtherRunner(a, l) && l.Status == StatusActive && (l.ExpiresAt.IsZero() || l.ExpiresAt.After(now)):
 		return nil, false, fmt.Errorf("lease %s is in use by run %s with another runner binary (sha256 %s); it is replaced once released or expired: %w",
 			l.ID, l.Run, runnerSum(l.Runner), errcode.ErrConflict)
 	case preparedForOtherRunner(a, l):
-		return m.replace(ctx, a, l, ReplaceRunnerMismatch, "")
+		return m.replace(ctx, a, l, replaceRunnerMismatch, "")
 	case l.Status != StatusStarting && !l.ExpiresAt.IsZero() && !l.ExpiresAt.After(now):
-		return m.replace(ctx, a, l, ReplaceExpired, "")
+		return m.replace(ctx, a, l, replaceExpired, "")
 	}
 	owner := m.opOwner()
 	cl, err := m.store.ClaimLease(ctx, l.ID, owner, now, now.Add(a.budget+m.o.ClaimGrace))
@@ -72,7 +72,7 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		return nil, false, fmt.Errorf("lease %s: %w", l.ID, err)
 	}
 	pid := cl.ProviderLeaseID
-	if m.o.SecretKeeper != nil && len(secretcfg.SecretRefs(a.snapshot)) > 0 {
+	if m.o.secretKeeper != nil && len(secretcfg.SecretRefs(a.snapshot)) > 0 {
 		// The resumed lease will record the environment's current config:
 		// hold its secrets first, and check that none was retired since
 		// they were resolved (CFG-7, LEASE-9).
@@ -82,10 +82,10 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		}
 		if err != nil {
 			m.unclaim(ctx, cl, "")
-			return nil, false, fmt.Errorf("lease %s preserved: the secrets of environment %s: %w: %w", l.ID, l.Environment, ErrPreserved, err)
+			return nil, false, fmt.Errorf("lease %s preserved: the secrets of environment %s: %w: %w", l.ID, l.Environment, errPreserved, err)
 		}
 	}
-	bctx, cancel := retry.WithTimeout(ctx, m.o.Clock, a.budget)
+	bctx, cancel := retry.WithTimeout(ctx, m.o.clock, a.budget)
 	var sb drivers.Sandbox
 	err = retry.Do(bctx, m.retryPolicy(), func(ctx context.Context, _ int) error {
 		s, err := resumer.Resume(ctx, a.cfg, pid)
@@ -96,11 +96,11 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 	cancel()
 	if err == nil {
 		now = m.now()
-		upd := cl.Clone()
+		upd := cl.clone()
 		upd.Status, upd.Run, upd.Workspace = StatusActive, a.req.Run, a.req.Workspace
 		upd.LastUsedAt, upd.ExpiresAt, upd.ReleasedAt = now, m.expiry(a, now), time.Time{}
 		upd.Uses++
-		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind = "", CleanupNone, "", drivers.EvidenceNone
+		upd.FailureReason, upd.Cleanup, upd.CleanupEvidence, upd.CleanupEvidenceKind = "", cleanupNone, "", drivers.EvidenceNone
 		upd.Config = a.snapshot.Clone()
 		if a.runner != nil {
 			upd.Runner = cloneRunner(a.runner)
@@ -115,14 +115,14 @@ func (m *Manager) resume(ctx context.Context, a *acq, l *Lease) (*Handle, bool, 
 		return h, false, nil
 	}
 	if sandboxGone(err) {
-		return m.replace(ctx, a, cl, ReplaceNotFound, owner)
+		return m.replace(ctx, a, cl, replaceNotFound, owner)
 	}
 	m.unclaim(ctx, cl, "resume failed: "+err.Error())
 	if budgetOut {
-		err = fmt.Errorf("%w: %w", ErrStartupBudget, err)
+		err = fmt.Errorf("%w: %w", errStartupBudget, err)
 	}
 	return nil, false, fmt.Errorf("lease %s preserved: resuming sandbox %s of environment %s failed and no replacement was created: %w: %w",
-		l.ID, pid, l.Environment, ErrPreserved, err)
+		l.ID, pid, l.Environment, errPreserved, err)
 }
 
 // sandboxGone reports whether a driver's err says the sandbox itself is

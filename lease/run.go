@@ -13,11 +13,6 @@ import (
 	"github.com/berthdev/berth/internal/prp"
 )
 
-// MaxRunStdin is the most bytes of Command.Stdin that Handle.Run sends with
-// a task: the runner gets its standard input whole, with the start
-// command.
-const MaxRunStdin = 1 << 20
-
 // Command is a command for the lease's sandbox: a task that Handle.Run
 // runs through berth's runner, or a process of the driver's that
 // Handle.Exec runs. Argv, Env, Dir, Stdin, OutputLimit and Deadline serve
@@ -32,9 +27,10 @@ type Command struct {
 	// Dir is the working directory; "" means the runner's (the sandbox's
 	// default).
 	Dir string
-	// Stdin, if not nil, is read to its end (at most MaxRunStdin bytes,
-	// else Run fails and starts nothing) and given to the task as its
-	// standard input. Default nil: an empty standard input.
+	// Stdin, if not nil, is read to its end (at most 1 MiB for Run, which
+	// sends it whole with the start command, else Run fails with an error
+	// wrapping errcode.ErrInvalid and starts nothing) and given to the task
+	// as its standard input. Default nil: an empty standard input.
 	Stdin io.Reader
 	// OutputLimit caps the output: for Run the bytes stored of the task
 	// (both streams; past it the output is counted and discarded, the exit
@@ -397,12 +393,12 @@ func (s *taskStream) Read(p []byte) (int, error) {
 }
 
 // systemRunners returns the runner binaries of AcquireRequest.WithRunner
-// (Options.PoolRunners).
+// (leasehook.Sources.PoolRunners).
 func (m *Manager) systemRunners() (*drivers.RunnerSet, error) {
-	if m.o.PoolRunners == nil {
+	if m.o.poolRunners == nil {
 		return nil, fmt.Errorf("lease: acquire with a runner: the manager has no runner binaries (berth.Options.RunnerBinary): %w", drivers.ErrUnsupported)
 	}
-	set, err := m.o.PoolRunners()
+	set, err := m.o.poolRunners()
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire with a runner: %w", err)
 	}

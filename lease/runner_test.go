@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -54,7 +55,7 @@ func TestALeaseRecordsTheRunnerOfItsTargetsArchitecture(t *testing.T) {
 	if got := w.get(plain.ID()).Runner; got != nil {
 		t.Errorf("a lease without a runner records %+v", got)
 	}
-	if _, err := plain.HostRunner(bg); !errors.Is(err, drivers.ErrUnsupported) {
+	if _, err := leasehook.HostRunner(plain, bg); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("HostRunner of a lease acquired without a runner = %v, want ErrUnsupported", err)
 	}
 }
@@ -147,7 +148,7 @@ func TestAReusedSandboxOfAnotherRunnerIsReplaced(t *testing.T) {
 		t.Fatalf("another binary resumed lease %s (sandbox %s)", other.ID(), other.SandboxID())
 	}
 	l := w.get(other.ID())
-	if l.Replaces != first.ID() || l.ReplaceReason != lease.ReplaceRunnerMismatch || l.Runner == nil || l.Runner.SHA256 != strings.Repeat("cd", 32) {
+	if l.Replaces != first.ID() || l.ReplaceReason != "runner_mismatch" || l.Runner == nil || l.Runner.SHA256 != strings.Repeat("cd", 32) {
 		t.Errorf("replacement %+v: want it to replace %s for runner_mismatch with the new binary", l, first.ID())
 	}
 	if st := w.state(first.SandboxID()); st != drivers.StateDestroyed {
@@ -162,11 +163,11 @@ type countingStopper struct {
 	asked []string
 }
 
-func (c *countingStopper) StopTasks(_ context.Context, id string) (lease.TaskStopReport, error) {
+func (c *countingStopper) StopTasks(_ context.Context, id string) (leasehook.TaskStopReport, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.asked = append(c.asked, id)
-	return lease.TaskStopReport{}, nil
+	return leasehook.TaskStopReport{}, nil
 }
 
 func (c *countingStopper) LeaseEnded(string) {}

@@ -9,7 +9,7 @@ import (
 
 // recordStore wraps the manager's Store with what follows from a lease
 // record's writes:
-//   - with Options.SecretKeeper, the secret references of every lease
+//   - with a SecretKeeper (leasehook.Sources), the secret references of every lease
 //     record are recorded before it is inserted, and released once an
 //     update records the lease ended (CFG-7, LEASE-9), so that the catalog
 //     deletes a retired secret only after the last lease that uses it is
@@ -27,27 +27,13 @@ type recordStore struct {
 
 // InsertLease records l's secret uses, then inserts it. If the insert
 // fails, the uses are released again (best effort).
-func (s *recordStore) InsertLease(ctx context.Context, l *Lease) (*Lease, error) {
+func (s *recordStore) InsertLease(ctx context.Context, l *Lease, q Quotas) (*Lease, error) {
 	if s.k != nil {
 		if err := s.k.Use(ctx, l.ID, l.Config); err != nil {
 			return nil, err
 		}
 	}
-	holder, err := s.Store.InsertLease(ctx, l)
-	if err != nil {
-		s.release(ctx, l.ID)
-	}
-	return holder, err
-}
-
-// InsertLeaseWithin is InsertLease with the store's quota check.
-func (s *recordStore) InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas) (*Lease, error) {
-	if s.k != nil {
-		if err := s.k.Use(ctx, l.ID, l.Config); err != nil {
-			return nil, err
-		}
-	}
-	holder, err := s.Store.InsertLeaseWithin(ctx, l, q)
+	holder, err := s.Store.InsertLease(ctx, l, q)
 	if err != nil {
 		s.release(ctx, l.ID)
 	}
@@ -95,8 +81,8 @@ func (s *recordStore) release(ctx context.Context, id string) {
 // useSecrets records that lease l will hold cfg before a write that puts
 // cfg on it (resume records the environment's current config).
 func (m *Manager) useSecrets(ctx context.Context, id string, l *Lease) error {
-	if m.o.SecretKeeper == nil {
+	if m.o.secretKeeper == nil {
 		return nil
 	}
-	return m.o.SecretKeeper.Use(ctx, id, l.Config)
+	return m.o.secretKeeper.Use(ctx, id, l.Config)
 }

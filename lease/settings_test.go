@@ -76,7 +76,7 @@ func TestDisabledEnvironmentsRefuseAcquisitionNotReleaseOrSweep(t *testing.T) {
 		{"the same run again", op, w.req(lease.Ephemeral, "run-1")},
 		{"reusable by id", op, w.req(lease.ReuseByWorkspace, "")},
 		{"through a scope", agent, lease.AcquireRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws"}}},
-		{"a draft", op, lease.AcquireRequest{Draft: &lease.Draft{Driver: w.fk.Name(), Config: w.env.Config}}},
+		{"a draft", op, lease.Draft(lease.AcquireRequest{}, w.fk.Name(), w.env.Config)},
 	} {
 		h, err := w.m.Acquire(bg, tc.p, tc.req)
 		wantSettingsRefusal(t, "Acquire "+tc.name, err, instance.ErrEnvironmentsDisabled)
@@ -94,7 +94,7 @@ func TestDisabledEnvironmentsRefuseAcquisitionNotReleaseOrSweep(t *testing.T) {
 
 	// Releases and sweeps go on.
 	l, err := w.m.Release(bg, op, released.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Fatalf("Release while disabled = %+v, %v; want released with a confirmed cleanup", l, err)
 	}
 	if st := w.state(l.ProviderLeaseID); st != drivers.StateDestroyed {
@@ -131,7 +131,7 @@ func TestManagedSandboxOnlyRefusesHostLeases(t *testing.T) {
 
 	_, err := w.m.Acquire(bg, op, lease.AcquireRequest{Company: "acme", EnvironmentID: host.ID})
 	wantSettingsRefusal(t, "Acquire of the host environment", err, instance.ErrManagedSandboxOnly)
-	_, err = w.m.Acquire(bg, op, lease.AcquireRequest{Draft: &lease.Draft{Driver: "local", Config: config.Config{}}})
+	_, err = w.m.Acquire(bg, op, lease.Draft(lease.AcquireRequest{}, "local", config.Config{}))
 	wantSettingsRefusal(t, "Acquire of a local draft", err, instance.ErrManagedSandboxOnly)
 	if ls, _ := w.store.ListLeases(bg, lease.Filter{}); len(ls) != 0 {
 		t.Errorf("refused host acquisitions wrote %d lease records", len(ls))

@@ -50,20 +50,22 @@ import (
 type Store interface {
 	// InsertLease writes l as a new lease with Version 1 (it sets
 	// l.Version). If l.ID exists, or another lease holds l.ReuseKey or
-	// l.RunKey, it writes nothing and returns an error wrapping errcode.ErrConflict
-	// together with that other lease (nil when only the id collided).
-	InsertLease(ctx context.Context, l *Lease) (holder *Lease, err error)
-	// InsertLeaseWithin is InsertLease with q checked in the same step:
-	// it counts the live leases (Filter.Live) of l.Company, and those on
-	// l.Environment, and when one more would pass a limit of q it writes
-	// nothing and returns an error wrapping ErrQuota (q.Admit). The count
-	// and the insert are serialized per company across every process
-	// sharing the store (the SQL stores: one transaction under the
-	// company's lock, PostgreSQL's advisory lock or SQLite's write lock),
-	// so concurrent inserts of one company, from any number of replicas,
-	// never pass a limit together. A q that does not limit l.Company
-	// (Quotas.Limits) makes it InsertLease.
-	InsertLeaseWithin(ctx context.Context, l *Lease, q Quotas) (holder *Lease, err error)
+	// l.RunKey, it writes nothing and returns an error wrapping
+	// errcode.ErrConflict together with that other lease (nil when only
+	// the id collided).
+	//
+	// A q that sets a limit (PerCompany or PerCompanyEnvironment above
+	// zero) is checked in the same step: the store counts the live leases
+	// (Filter.Live) of l.Company, and those on l.Environment, and when one
+	// more would pass a limit of q it writes nothing and returns
+	// q.Admit's error (wrapping ErrQuota). The count and the insert are
+	// serialized per company across every process sharing the store (the
+	// SQL stores: one transaction under the company's lock, PostgreSQL's
+	// advisory lock or SQLite's write lock), so concurrent inserts of one
+	// company, from any number of replicas, never pass a limit together.
+	// The manager passes the zero Quotas when none limit l.Company: the
+	// insert then counts nothing.
+	InsertLease(ctx context.Context, l *Lease, q Quotas) (holder *Lease, err error)
 	// GetLease returns the lease id, or an error wrapping errcode.ErrNotFound.
 	GetLease(ctx context.Context, id string) (*Lease, error)
 	// UpdateLease replaces the stored lease l.ID if its stored version
@@ -105,47 +107,29 @@ type Store interface {
 	// what it removes, not the history: the SQL stores read an index of
 	// ended leases by release time, memoryStore a heap of them.
 	PruneLeases(ctx context.Context, before time.Time, limit int) (int, error)
-	// AdoptPooled turns one warm-pool member into the adopting lease in
-	// one transaction: a lease in StatusPooled of ad.Environment whose
-	// Fingerprint equals ad.Fingerprint, whose Runner equals ad.Runner
-	// (both nil, or equal specs) and on which nobody holds a live claim at
-	// ad.Now (the oldest by AcquiredAt, then ID). It sets the member's
-	// Status to starting and its Company, Workspace, Run, Policy,
-	// ReuseKey, RunKey, Metadata, Replaces, ReplaceReason, AcquiredAt,
-	// LastUsedAt, ClaimedBy and ClaimedUntil to ad.Lease's, grows its
+	// AdoptPooled turns one warm-pool member into l, the adopting
+	// lease, in one transaction: a lease in StatusPooled of
+	// l.Environment whose Fingerprint equals l.Fingerprint, whose Runner
+	// equals l.Runner (both nil, or equal specs) and on which nobody holds
+	// a live claim at l.AcquiredAt (the oldest by AcquiredAt, then ID). It
+	// sets the member's Status to starting and its Company, Workspace,
+	// Run, Policy, ReuseKey, RunKey, Metadata, Replaces, ReplaceReason,
+	// AcquiredAt, LastUsedAt, ClaimedBy and ClaimedUntil to l's, grows its
 	// Version by one and returns it; its id, provider lease id, labels,
-	// config, runner and fingerprint stay. Of concurrent adoptions (any
-	// processes) each member goes to one (LEASE-10). No matching member is
-	// an error wrapping errcode.ErrNotFound; a ReuseKey or RunKey another lease
-	// holds is an error wrapping errcode.ErrConflict, and nothing changes then.
-	// When ad.Quotas limits ad.Lease.Company, the adoption counts the
-	// company's live leases in the same step, serialized per company as
-	// InsertLeaseWithin, and one past a limit is an error wrapping
-	// ErrQuota (nothing changes).
-	AdoptPooled(ctx context.Context, ad Adoption) (*Lease, error)
+	// config, runner and fingerprint stay (l's other fields are ignored).
+	// Of concurrent adoptions (any processes) each member goes to one
+	// (LEASE-10). No matching member is an error wrapping
+	// errcode.ErrNotFound; a ReuseKey or RunKey another lease holds is an
+	// error wrapping errcode.ErrConflict, and nothing changes then. A q
+	// that sets a limit is checked as InsertLease checks it: the adoption
+	// counts l.Company's live leases in the same step, serialized per
+	// company, and one past a limit is q.Admit's error (nothing changes).
+	AdoptPooled(ctx context.Context, l *Lease, q Quotas) (*Lease, error)
 }
 
-// Adoption selects a warm-pool member and carries what the adopting
-// lease sets on it (Store.AdoptPooled).
-type Adoption struct {
-	Environment string
-	Fingerprint string
-	// Runner is the runner binary members must have been prepared for;
-	// nil: members without a runner.
-	Runner *drivers.RunnerSpec
-	Now    time.Time
-	// Lease holds the adopting lease's fields (see Store.AdoptPooled);
-	// its other fields are ignored.
-	Lease *Lease
-	// Quotas are the adopting company's limits, checked in the adoption's
-	// step (see Store.AdoptPooled); zero: none.
-	Quotas Quotas
-}
-
-// adopt returns member m as the adoption ad makes it (Store.AdoptPooled).
-func (ad Adoption) adopt(m *Lease) *Lease {
-	c := m.Clone()
-	a := ad.Lease
+// adopt returns member m as the adoption of l makes it (Store.AdoptPooled).
+func adopt(m, a *Lease) *Lease {
+	c := m.clone()
 	c.Status = StatusStarting
 	c.Company, c.Workspace, c.Run, c.Policy = a.Company, a.Workspace, a.Run, a.Policy
 	c.ReuseKey, c.RunKey = a.ReuseKey, a.RunKey
@@ -156,11 +140,11 @@ func (ad Adoption) adopt(m *Lease) *Lease {
 	return c
 }
 
-// matches reports whether l is a member that ad may adopt at ad.Now,
-// ignoring claims held by nobody live.
-func (ad Adoption) matches(l *Lease) bool {
-	return l.Status == StatusPooled && l.Environment == ad.Environment && l.Fingerprint == ad.Fingerprint &&
-		sameRunner(l.Runner, ad.Runner) && l.claimFree("", ad.Now)
+// adoptable reports whether m is a member that the adoption of l may take
+// (Store.AdoptPooled), ignoring claims held by nobody live.
+func adoptable(m, l *Lease) bool {
+	return m.Status == StatusPooled && m.Environment == l.Environment && m.Fingerprint == l.Fingerprint &&
+		sameRunner(m.Runner, l.Runner) && m.claimFree("", l.AcquiredAt)
 }
 
 func sameRunner(a, b *drivers.RunnerSpec) bool {
@@ -192,8 +176,8 @@ type Filter struct {
 	Company     string
 	Environment string
 	Run         string
-	Provider    string
-	// ProviderLeaseID matches leases recorded for that sandbox.
+	// ProviderLeaseID matches leases recorded for that sandbox (the
+	// manager's orphan sweep looks a listed sandbox up by it).
 	ProviderLeaseID string
 	// Statuses, if not empty, matches leases in any of these statuses.
 	Statuses []Status
@@ -210,7 +194,6 @@ func (f Filter) match(l *Lease) bool {
 	if f.Company != "" && l.Company != f.Company ||
 		f.Environment != "" && l.Environment != f.Environment ||
 		f.Run != "" && l.Run != f.Run ||
-		f.Provider != "" && l.Provider != f.Provider ||
 		f.ProviderLeaseID != "" && l.ProviderLeaseID != f.ProviderLeaseID ||
 		f.Live && l.Ended() {
 		return false

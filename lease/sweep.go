@@ -93,14 +93,14 @@ func (m *Manager) sweepOne(ctx context.Context, l *Lease, now time.Time, rep *Sw
 	switch l.Status {
 	case StatusStarting:
 		rep.Interrupted++
-		pending, ok := m.markPending(ctx, l.Clone(), drivers.Destroy, StatusFailed,
+		pending, ok := m.markPending(ctx, l.clone(), drivers.Destroy, StatusFailed,
 			"acquisition interrupted before it finished (its claim expired)")
 		if !ok {
 			return
 		}
 		l = pending
 	case StatusActive, StatusRetained, StatusReleased:
-		pending, ok := m.markPending(ctx, l.Clone(), drivers.Destroy, StatusExpired,
+		pending, ok := m.markPending(ctx, l.clone(), drivers.Destroy, StatusExpired,
 			fmt.Sprintf("expired at %s", l.ExpiresAt.Format(time.RFC3339)))
 		if !ok {
 			return
@@ -142,7 +142,7 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			rep.EnvironmentsSkipped++
 			continue
 		}
-		cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
+		cctx, cancel := retry.WithTimeout(ctx, m.o.clock, m.o.knobs.CleanupBudget)
 		cfg, err := m.resolveConfig(cctx, drv, env.Config)
 		var found []drivers.SandboxInfo
 		listedAt := m.now()
@@ -163,10 +163,10 @@ func (m *Manager) sweepOrphans(ctx context.Context, rep *SweepReport) error {
 			rc, err := destroyer.Destroy(cctx, cfg, info.ProviderLeaseID)
 			if ok, _, _, perr := proof(rc, err, info.ProviderLeaseID, drivers.Destroy); ok {
 				rep.OrphansDestroyed++
-				m.o.Logger.Info("lease: destroyed an orphan sandbox", "environment", env.ID, "sandbox", info.ProviderLeaseID, "lease", info.Labels[labelLease])
+				m.o.logger.Info("lease: destroyed an orphan sandbox", "environment", env.ID, "sandbox", info.ProviderLeaseID, "lease", info.Labels[labelLease])
 			} else {
 				rep.OrphansFailed++
-				m.o.Logger.Warn("lease: orphan sandbox not destroyed", "environment", env.ID, "sandbox", info.ProviderLeaseID, "err", perr)
+				m.o.logger.Warn("lease: orphan sandbox not destroyed", "environment", env.ID, "sandbox", info.ProviderLeaseID, "err", perr)
 			}
 		}
 		cancel()
@@ -189,7 +189,7 @@ func (m *Manager) owned(ctx context.Context, info drivers.SandboxInfo, listedAt 
 			return true
 		case ownedByLabel(l, info, m.now()):
 			return true
-		case l.ProviderLeaseID == info.ProviderLeaseID && l.Cleanup == CleanupConfirmed && !l.ReleasedAt.Before(listedAt):
+		case l.ProviderLeaseID == info.ProviderLeaseID && l.Cleanup == cleanupConfirmed && !l.ReleasedAt.Before(listedAt):
 			// Its cleanup was proven after the listing: the listing is stale.
 			return true
 		}
@@ -270,8 +270,8 @@ func (ix liveLeases) owns(info drivers.SandboxInfo, now time.Time) bool {
 
 // sweepTargets returns the environments to search for orphans.
 func (m *Manager) sweepTargets(ctx context.Context) ([]*environment.Environment, error) {
-	if m.o.SweepEnvironments != nil {
-		return m.o.SweepEnvironments(ctx)
+	if m.o.sweepEnvironments != nil {
+		return m.o.sweepEnvironments(ctx)
 	}
 	ls, err := m.store.ListLeases(ctx, Filter{})
 	if err != nil {

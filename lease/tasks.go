@@ -10,34 +10,8 @@ import (
 	"github.com/berthdev/berth/internal/retry"
 )
 
-// TaskStopper is the lease manager's hook into the runner protocol
-// (NewManager's tasks argument: the value berth's runner controller,
-// internal/controller, returns next to its Controller, of an unexported
-// type, so that no holder of the Controller can stop a lease's tasks
-// without the Authorizer). Before a
-// release or a cleanup stops or destroys a lease's sandbox, the manager
-// calls StopTasks: every task of every runner session of the lease must be
-// stopped and its stop verified (PRP-6). The manager calls it only after
-// it authorized the release (ActionLease) or the sweep (ActionSweep); it
-// is not an entry point for principals. It calls it only for a lease
-// acquired for a runner (Lease.Runner not nil): a TaskStopper creates the
-// sessions whose tasks a release stops (the holder's) on such leases only,
-// so the release of any other lease asks it, and its store, nothing.
-type TaskStopper interface {
-	// StopTasks stops every task of every runner session of lease and
-	// verifies each stop. A lease without runner sessions reports zero
-	// sessions and a nil error. An incomplete proof, a refused stop or a
-	// runner that does not answer before ctx ends is an error naming the
-	// sessions and tasks; the lease then stays pending_cleanup with it.
-	StopTasks(ctx context.Context, lease string) (TaskStopReport, error)
-	// LeaseEnded says that this process no longer holds the lease's
-	// sandbox (it was released, kept, or another manager ended it): what
-	// serves the lease's runners from this process (an ingress server) is
-	// closed. It stops no task and does not block.
-	LeaseEnded(lease string)
-}
-
-// poolRunnerStarter is what a TaskStopper may also be (the runner
+// poolRunnerStarter is what the runner protocol's hook
+// (leasehook.TaskStopper, m.tasks) may also be (the runner
 // controller's is): StartPoolRunner launches the runner of h, a starting
 // member of a runner pool (authz.InstanceCompany; its record holds the provider
 // id), and returns once that runner is connected, its session the
@@ -57,21 +31,7 @@ type poolRunnerStarter interface {
 	ReconnectPoolRunner(ctx context.Context, h *Handle) error
 }
 
-// TaskStopReport is what a TaskStopper proved.
-type TaskStopReport struct {
-	// Sessions counts the runner sessions of the lease; Tasks the tasks
-	// whose stop is verified (now or by an earlier stop).
-	Sessions, Tasks int
-	// Evidence says how the stops were verified, for the lease's cleanup
-	// receipt (Lease.CleanupEvidence).
-	Evidence string
-	// EvidenceKind names what the stops stand on: a runner's proofs are
-	// drivers.EvidenceRunnerAttested, which never ends a lease alone (the
-	// manager still needs the sandbox's own proof or the host check).
-	EvidenceKind drivers.EvidenceKind
-}
-
-// stopTasks runs the TaskStopper for l on the cleanup budget. It returns
+// stopTasks runs the runner protocol's hook (leasehook.TaskStopper) for l on the cleanup budget. It returns
 // the evidence to put before the sandbox's receipt ("" when there is no
 // hook, no runner session or a lease acquired without a runner) and
 // whether the lease has runner sessions.
@@ -109,7 +69,7 @@ func (m *Manager) killRunners(ctx context.Context, sb drivers.Sandbox, l *Lease)
 	if !safeTag(l.ID) {
 		return "", drivers.EvidenceNone, fmt.Errorf("lease %s: the id cannot be used as a process tag; an operator must check the host", l.ID)
 	}
-	cctx, cancel := retry.WithTimeout(ctx, m.o.Clock, m.o.knobs.CleanupBudget)
+	cctx, cancel := retry.WithTimeout(ctx, m.o.clock, m.o.knobs.CleanupBudget)
 	defer cancel()
 	ev, kind, err := hostCheck(cctx, sb, l.ID)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 )
 
 // templateID is the id of the template the acquisition starts from, or "".
@@ -26,7 +27,7 @@ func (a *acq) templateID() string {
 // snapshot's image field becomes the template's identity, in the form the
 // driver's schema reads back as that identity (Docker: the digest-pinned
 // reference; Daytona: the snapshot id; the fake: either). The reuse
-// fingerprint then covers it, and the record is labelled LabelTemplate. A
+// fingerprint then covers it, and the record is labelled labelTemplate. A
 // detached or absent template leaves the configured image.
 func startFromTemplate(a *acq, schema *config.Schema) error {
 	t, _ := envhook.AppliedTemplate(a.env, a.drv).(*environment.ActiveTemplate)
@@ -63,7 +64,8 @@ func startFromTemplate(a *acq, schema *config.Schema) error {
 
 // acquireVerified is acquire, then, for a lease started from a template,
 // the live identity check (IMG-3): the sandbox must report the template's
-// identity, else it is destroyed and the error wraps ErrImageMismatch.
+// identity, else it is destroyed and the error wraps errImageMismatch
+// (reason "image_mismatch").
 func (m *Manager) acquireVerified(ctx context.Context, a *acq) (*Handle, error) {
 	h, err := m.acquire(ctx, a)
 	if err != nil {
@@ -88,7 +90,7 @@ func (m *Manager) acquireVerified(ctx context.Context, a *acq) (*Handle, error) 
 		why += fmt.Sprintf("; its destroy is pending: %v", rerr)
 	}
 	return nil, fmt.Errorf("lease %s: environment %s: the sandbox started from template %s (%s) %s: %w",
-		h.lease.ID, a.env.ID, a.template.ID, a.template.Identity, why, ErrImageMismatch)
+		h.lease.ID, a.env.ID, a.template.ID, a.template.Identity, why, errImageMismatch)
 }
 
 // Open returns a handle of the live sandbox lease id for p, who must be
@@ -144,7 +146,9 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 	return m.forCaller(ctx, p, h), nil
 }
 
-// EnvironmentFingerprint returns the reuse fingerprint that a lease of env
+func init() { leasehook.Fingerprint = environmentFingerprint }
+
+// environmentFingerprint returns the reuse fingerprint that a lease of env
 // acquired now records (Lease.Fingerprint, LEASE-4): a SHA-256 over the
 // driver name, the identity fields of env's config and its secret
 // references with their versions, with the active template's identity as
@@ -152,10 +156,10 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 // SecretMap fields are left out, so that tuning a timeout or rotating an
 // env token keeps a sandbox reusable while changing the image, target or
 // account does not. Those who bind a record to the config a lease runs
-// (handover's project auth checks) use it, so that a template change is a
-// config change for them too. It does no I/O; an identity value without a
+// (handover's project auth checks, through leasehook.Fingerprint) use it,
+// so that a template change is a config change for them too. It does no I/O; an identity value without a
 // JSON encoding is an error wrapping errcode.ErrInvalid.
-func EnvironmentFingerprint(d drivers.Driver, env *environment.Environment) (string, error) {
+func environmentFingerprint(d drivers.Driver, env *environment.Environment) (string, error) {
 	a := &acq{env: env, drv: d, snapshot: env.Config.Clone()}
 	if err := startFromTemplate(a, d.Schema()); err != nil {
 		return "", fmt.Errorf("lease: environment %s: %w", env.ID, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -79,7 +80,7 @@ func TestLeaseStartsFromTheAppliedTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := w.acquire(lease.Ephemeral, "")
-	id, err := src.Capture(ctx, drivers.CaptureRequest{Name: "tools"})
+	id, err := leasehook.Capture(src, ctx, drivers.CaptureRequest{Name: "tools"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +107,10 @@ func TestLeaseStartsFromTheAppliedTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := after.Lease()
-	if l.Replaces != before.ID() || l.ReplaceReason != lease.ReplaceTemplateChanged || l.Labels[lease.LabelTemplate] != "tpl-1" {
+	if l.Replaces != before.ID() || l.ReplaceReason != "template_changed" || l.Labels["berth.template-id"] != "tpl-1" {
 		t.Errorf("lease after the promote: replaces %q (%s), labels %v; want %s, template_changed, tpl-1", l.Replaces, l.ReplaceReason, l.Labels, before.ID())
 	}
-	if live, err := after.ImageIdentity(ctx); err != nil || live != id {
+	if live, err := leasehook.ImageIdentity(after, ctx); err != nil || live != id {
 		t.Errorf("live image %s, %v; want the template's %s", live, err, id)
 	}
 	if l.Config.String("image") != id.String() {
@@ -117,7 +118,7 @@ func TestLeaseStartsFromTheAppliedTemplate(t *testing.T) {
 	}
 	setPointer("sha256:another-source")
 	plain := w.acquire(lease.Ephemeral, "")
-	if pl := plain.Lease(); pl.Labels[lease.LabelTemplate] != "" || pl.Config.String("image") == id.String() {
+	if pl := plain.Lease(); pl.Labels["berth.template-id"] != "" || pl.Config.String("image") == id.String() {
 		t.Errorf("a detached template was used: labels %v, image %q", pl.Labels, pl.Config.String("image"))
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // leaseUsage is the Manager's hook for the catalog's blast radius, returned
-// by NewManager (see there): an unexported type, so that only the composer
+// by newManager (leasehook.New): an unexported type, so that only the composer
 // who built the Manager can ask it.
 type leaseUsage struct{ m *Manager }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
@@ -64,7 +65,8 @@ func sshProber(t *testing.T, st stageTimeouts) (*Prober, *environment.Catalog) {
 	envs := envhook.NewMemoryStore().(environment.Store)
 	cat := envhook.NewCatalog(envs, reg, secrets, nil, nil).(*environment.Catalog)
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
-	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lease.NewMemoryStore(), Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+	leases := mgr.(*lease.Manager)
 	return newProber(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &options{stageTimeouts: st}), cat
 }
 

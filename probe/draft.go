@@ -20,7 +20,7 @@ import (
 // validates it as Create would, without saving anything or touching the
 // secret store (which needs ActionProbe), and the
 // probe then checks reachability on a fresh ephemeral draft lease
-// (lease.AcquireRequest.Draft): it runs the detection script, reads the live
+// (internal/leasehook.Draft): it runs the detection script, reads the live
 // image (sandbox drivers) and destroys what it acquired. Like every lease,
 // the draft lease has a write-ahead record (LEASE-2), so no sandbox exists
 // that no record points at; the record keeps the config without its secret

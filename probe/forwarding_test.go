@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
@@ -40,7 +41,8 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 			envs := envhook.NewMemoryStore().(environment.Store)
 			cat := envhook.NewCatalog(envs, reg, secrets, nil, nil).(*environment.Catalog)
 			asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
-			m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+			mgr, _ := leasehook.New(leasehook.Sources{Store: lease.NewMemoryStore(), Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+			m := mgr.(*lease.Manager)
 			p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 			cfg := map[string]any{
 				"host": srv.Host(), "port": srv.Port(), "user": srv.User(),
@@ -73,7 +75,8 @@ func TestSSHProbeMeasuresForwarding(t *testing.T) {
 				}
 				t.Cleanup(func() { c.Close() })
 				bin := testenv.RunnerBinary(t)
-				leases, _ := lease.NewManager(lstore, reg, asg, tasks, &lease.Options{Secrets: secrets.Get})
+				mgr, _ := leasehook.New(leasehook.Sources{Store: lstore, Drivers: reg, Assignments: asg, Tasks: tasks, Secrets: secrets.Get})
+				leases := mgr.(*lease.Manager)
 				rp := newProber(testSources(cat, envs, reg, leases, qualification.NewMemoryStore(), false), &options{runner: &runnerProbe{controller: c,
 					runners: func() (*drivers.RunnerSet, error) { return controller.RunnerSetFromFiles(bin) }}})
 				rres, err := rp.Probe(ctx, admin, v.ID, Request{Company: "acme", Runner: true})

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 )
@@ -73,7 +74,8 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	w.lstore = lease.NewMemoryStore()
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, w.reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
 	w.asg = asg
-	w.leases, _ = lease.NewManager(w.lstore, w.reg, asg, nil, &lease.Options{Secrets: w.secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: w.lstore, Drivers: w.reg, Assignments: asg, Secrets: w.secrets.Get})
+	w.leases = mgr.(*lease.Manager)
 	w.quals = qualification.NewMemoryStore()
 	if o.progress {
 		w.stages = make(chan event, 64)

@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/errmsg"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
@@ -342,7 +343,7 @@ func codeOf(err error) string {
 	switch {
 	case errors.Is(err, qualify.ErrDetection):
 		return reason.PlatformUnknown
-	case errors.Is(err, lease.ErrStartupBudget):
+	case errors.Is(err, leasehook.ErrStartupBudget):
 		return reason.Timeout
 	case errors.Is(err, instance.ErrManagedSandboxOnly):
 		return reason.ManagedSandboxOnly

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -31,7 +32,8 @@ func runnerWorld(t *testing.T) (*world, *controller.Controller, controller.Store
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, tasks, &lease.Options{Secrets: w.secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: w.lstore, Drivers: w.reg, Assignments: w.asg, Tasks: tasks, Secrets: w.secrets.Get})
+	w.leases = mgr.(*lease.Manager)
 	set := drivers.RunnerSetOf(drivers.RunnerSpec{Binary: "/opt/berth/berth-runner", SHA256: strings.Repeat("cd", 32), Arch: runtime.GOARCH})
 	w.prober = newProber(w.sources(), &options{runner: &runnerProbe{controller: c, runners: func() (*drivers.RunnerSet, error) { return set, nil }}})
 	return w, c, cs

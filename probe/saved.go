@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/errmsg"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -143,7 +144,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 			Metadata: map[string]string{"purpose": purpose},
 		}
 		if draft {
-			req.Draft = &lease.Draft{Driver: env.Driver, Config: env.Config}
+			req = leasehook.Draft(req, env.Driver, env.Config).(lease.AcquireRequest)
 		} else {
 			req.EnvironmentID = env.ID
 		}
@@ -199,7 +200,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 		r.res.Cleanup = c
 		if l != nil {
 			c.LeaseStatus = l.Status
-			c.Confirmed = l.Status == lease.StatusReleased && l.Cleanup == lease.CleanupConfirmed
+			c.Confirmed = l.Status == lease.StatusReleased && l.Cleanup == "confirmed"
 			c.PendingCleanup = l.Status == lease.StatusPendingCleanup
 			c.Evidence = l.CleanupEvidence
 			if !c.Confirmed && l.FailureReason != "" {
@@ -303,7 +304,7 @@ func (p *Prober) measureImage(ctx context.Context, r *run, drv drivers.Driver, h
 		return
 	}
 	r.stage(ctx, stageImage, func(ctx context.Context) (string, string, error) {
-		id, err := h.ImageIdentity(ctx)
+		id, err := leasehook.ImageIdentity(h, ctx)
 		if errors.Is(err, drivers.ErrUnsupported) {
 			return fmt.Sprintf("driver %s does not report the live image identity", drv.Name()), "", nil
 		}

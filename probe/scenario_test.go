@@ -89,7 +89,7 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Policy != lease.Ephemeral || l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed || l.Company != "acme" {
+	if l.Policy != lease.Ephemeral || l.Status != lease.StatusReleased || l.Cleanup != "confirmed" || l.Company != "acme" {
 		t.Errorf("lease %+v", l)
 	}
 	// Progress: a start and an end event per stage, in order.

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/instancehook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
 )
@@ -27,7 +28,8 @@ func settingsWorld(t *testing.T) (*world, *instance.Service) {
 	opts := &envhook.Options{TestMode: true, Settings: reader}
 	w.cat = envhook.NewCatalog(w.envs, w.reg, w.secrets, nil, opts).(*environment.Catalog)
 	w.asg = envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), w.envs, w.reg, opts).(*environment.Assignments)
-	w.leases, _ = lease.NewManager(w.lstore, w.reg, w.asg, nil, &lease.Options{Secrets: w.secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: w.lstore, Drivers: w.reg, Assignments: w.asg, Secrets: w.secrets.Get})
+	w.leases = mgr.(*lease.Manager)
 	src := w.sources()
 	src.Gate = envhook.NewGate(w.reg, &envhook.Options{TestMode: true, Settings: reader})
 	w.prober = newProber(src, &options{})

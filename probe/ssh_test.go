@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -31,7 +32,8 @@ func TestSSHProbe(t *testing.T) {
 	cat := envhook.NewCatalog(envs, reg, secrets, nil, nil).(*environment.Catalog)
 	lstore := lease.NewMemoryStore()
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
-	m, _ := lease.NewManager(lstore, reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lstore, Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+	m := mgr.(*lease.Manager)
 	p := newProber(testSources(cat, envs, reg, m, qualification.NewMemoryStore(), false), nil)
 
 	dir, err := filepath.EvalSymlinks(t.TempDir())

@@ -50,8 +50,7 @@ func ExampleService() {
 	fmt.Println("drift:", v.ActiveTemplate.Drift)
 
 	h := acquire() // starts from the template
-	id, _ := h.ImageIdentity(ctx)
-	fmt.Println("lease runs the template:", id.String() == tpl.Identity)
+	fmt.Println("lease runs the template:", h.Lease().Labels["berth.template-id"] == tpl.ID)
 
 	tpl, err = sys.Templates().Revoke(ctx, op, tpl.ID, templates.RevokeOptions{Delete: true})
 	fmt.Println(tpl.State, tpl.DeleteWanted, err)

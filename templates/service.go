@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/secretcfg"
 	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/lease"
@@ -42,7 +43,7 @@ type sources struct {
 	// setup session's lease (its labels, which a redacted view lacks).
 	LeaseRecords lease.Store
 	// Secrets resolves the secret references of an environment's config
-	// for a provider deletion (as lease.Options.Secrets); nil: a deletion
+	// for a provider deletion (as the lease manager's); nil: a deletion
 	// that needs a credential fails and stays wanted.
 	Secrets func(ctx context.Context, ref config.SecretRef) (string, error)
 	// authorizer decides every action (the System's); default
@@ -257,6 +258,10 @@ func (s *Service) environment(ctx context.Context, id string) (*environment.Envi
 	return env, d, nil
 }
 
+// labelTemplate is the label of a lease started from a template, valued
+// the template's id (lease.Lease.Labels).
+const labelTemplate = "berth.template-id"
+
 // Capture captures the live sandbox of lease leaseID (a lease of an
 // environment, acquired by any process: lease.Manager.Open) into a new
 // template in StateCaptured, named name. A driver without template_capture
@@ -293,7 +298,7 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 			fmt.Errorf("custom: capture: environment %s: driver %q lacks capability %s: %w", env.ID, d.Name(), drivers.CapTemplateCapture, drivers.ErrUnsupported))
 	}
 	source := envhook.SourceFingerprint(&environment.Environment{Config: l.Config}, d)
-	if from := l.Labels[lease.LabelTemplate]; from != "" {
+	if from := l.Labels[labelTemplate]; from != "" {
 		prev, err := s.src.Templates.GetTemplate(ctx, from)
 		if err != nil {
 			return nil, fmt.Errorf("custom: capture: lease %s started from template %s: %w", leaseID, from, err)
@@ -314,7 +319,7 @@ func (s *Service) capture(ctx context.Context, p authz.Principal, leaseID, name 
 	if mark != nil {
 		mark(t)
 	}
-	id, cerr := h.Capture(ctx, drivers.CaptureRequest{Name: name})
+	id, cerr := leasehook.Capture(h, ctx, drivers.CaptureRequest{Name: name})
 	if cerr == nil && id.IsZero() {
 		cerr = fmt.Errorf("the driver returned no identity")
 	}
@@ -632,7 +637,7 @@ func (s *Service) users(ctx context.Context, t *Template) ([]string, error) {
 	d, _ := s.src.Drivers.Lookup(t.Driver)
 	var out []string
 	for _, l := range list {
-		if l.Labels[lease.LabelTemplate] == t.ID {
+		if l.Labels[labelTemplate] == t.ID {
 			out = append(out, l.ID)
 			continue
 		}

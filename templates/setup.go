@@ -158,7 +158,7 @@ func (s *Service) Setup(ctx context.Context, p authz.Principal, req SetupRequest
 		return s.fail(ctx, p, ses, h, fmt.Sprintf("reading the setup lease %s: %v", h.ID(), err), req.Progress, err)
 	}
 	if ses, err = s.updateSession(ctx, ses, func(x *Session) {
-		x.Lease, x.BaseTemplate = h.ID(), rec.Labels[lease.LabelTemplate]
+		x.Lease, x.BaseTemplate = h.ID(), rec.Labels[labelTemplate]
 	}); err != nil {
 		s.destroy(ctx, p, h.ID())
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/leasehook"
 )
 
 // terminals are the PTYs this process opened, by session: a capture or an
@@ -124,7 +125,7 @@ func (s *Service) OpenTerminal(ctx context.Context, p authz.Principal, id string
 	if err != nil {
 		return nil, fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 	}
-	ts, err := h.OpenTerminal(ctx, drivers.TerminalRequest{Rows: rows, Cols: cols})
+	ts, err := leasehook.OpenTerminal(h, ctx, drivers.TerminalRequest{Rows: rows, Cols: cols})
 	if err != nil {
 		err = fmt.Errorf("custom: terminal of setup session %s: %w", id, err)
 		if env, d, eerr := s.environment(ctx, ses.Environment); eerr == nil {

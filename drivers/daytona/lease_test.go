@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -46,7 +47,8 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 	reg := drivers.NewRegistry(e.drv)
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments)
 	lstore := lease.NewMemoryStore()
-	m, _ := lease.NewManager(lstore, reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lstore, Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+	m := mgr.(*lease.Manager)
 	op := authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 	req := lease.AcquireRequest{Company: "acme", EnvironmentID: env.ID, Run: "run-1", Policy: lease.ReuseByEnvironment, Budget: 2 * time.Second}
 
@@ -77,7 +79,7 @@ func TestSlowStartIsResumedThroughTheLeaseManager(t *testing.T) {
 		t.Errorf("%d creates, want 1", got)
 	}
 	l, err := m.Release(ctx, op, h.ID(), lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Cleanup != "confirmed" {
 		t.Fatalf("release: %+v, %v", l, err)
 	}
 }
@@ -124,9 +126,10 @@ func TestSweepFindsEveryOrphanAcrossPagesWithActivity(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := drivers.NewRegistry(e.drv)
-	m, _ := lease.NewManager(lease.NewMemoryStore(), reg, envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments), nil, &lease.Options{
-		Secrets:           secrets.Get,
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lease.NewMemoryStore(), Drivers: reg,
+		Assignments: envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, nil).(*environment.Assignments), Secrets: secrets.Get,
 		SweepEnvironments: func(context.Context) ([]*environment.Environment, error) { return []*environment.Environment{env}, nil }})
+	m := mgr.(*lease.Manager)
 	op := authz.Principal{ID: "op", Role: authz.RoleLocalOperator}
 	var orphans []drivers.Sandbox
 	for range 5 {

@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/lease"
@@ -34,7 +35,8 @@ func TestProbeReportsImageInactive(t *testing.T) {
 	envs := envhook.NewMemoryStore().(environment.Store)
 	cat := envhook.NewCatalog(envs, reg, secrets, nil, &envhook.Options{TestMode: true}).(*environment.Catalog)
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
-	leases, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{Secrets: secrets.Get})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lease.NewMemoryStore(), Drivers: reg, Assignments: asg, Secrets: secrets.Get})
+	leases := mgr.(*lease.Manager)
 	p := probehook.New(probehook.Sources{Catalog: cat, Environments: envs, Drivers: reg, Leases: leases,
 		Qualifications: qualification.NewMemoryStore(),
 		Gate:           envhook.NewGate(reg, &envhook.Options{TestMode: true})}).(*probe.Prober)

@@ -53,7 +53,7 @@ func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec true: %v %+v", err, res)
 		}
-		if h.Lease().Labels[lease.LabelPool] != "member" {
+		if h.Lease().Labels["berth.pool"] != "member" {
 			t.Fatalf("lease %d was not adopted from the pool", n)
 		}
 		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
@@ -136,7 +136,7 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 		if err != nil || exit.Code != 0 {
 			t.Fatalf("task true: %+v, %v", exit, err)
 		}
-		if h.Lease().Labels[lease.LabelPool] != "member" {
+		if h.Lease().Labels["berth.pool"] != "member" {
 			t.Fatalf("lease %d was not adopted from the pool", n)
 		}
 		if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {

@@ -151,7 +151,7 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 			return fmt.Errorf("release %s: %w", v, err)
 		}
 		released++
-		if after.Cleanup == lease.CleanupConfirmed {
+		if after.Cleanup == "confirmed" {
 			confirmed++
 		}
 		fmt.Fprintf(w, "     released: lease %s, cleanup %s (%s)\n", after.Status, after.Cleanup, after.CleanupEvidence)

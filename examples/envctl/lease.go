@@ -99,8 +99,10 @@ func runLease(ctx context.Context, g *globals, args []string) error {
 			fmt.Fprint(g.stderr, leaseUsage)
 			return errUsage
 		}
-		var d lease.Disposition
-		if err := d.UnmarshalText([]byte(*disp)); err != nil {
+		d := lease.Disposition(*disp)
+		switch d {
+		case "", lease.ByPolicy, lease.Keep, lease.Stop, lease.Destroy:
+		default:
 			return fmt.Errorf("lease release %s: flag --disposition: %q is not policy, keep, stop or destroy", pos[0], *disp)
 		}
 		return leaseRelease(ctx, g, pos[0], lease.ReleaseOptions{Disposition: d, RunFailed: *failed, Reason: *reason})
@@ -135,7 +137,9 @@ func leaseAcquire(ctx context.Context, g *globals, envArg string, req lease.Acqu
 	if req.Company == "" {
 		return fmt.Errorf("lease acquire %s: flag --company is required (a lease belongs to a company)", what)
 	}
-	if !req.Policy.Valid() {
+	switch req.Policy {
+	case lease.Ephemeral, lease.ReuseByEnvironment, lease.ReuseByWorkspace, lease.RetainOnFailure:
+	default:
 		return fmt.Errorf("lease acquire %s: flag --policy: %q is not one of ephemeral, reuse_by_environment, reuse_by_workspace, retain_on_failure", what, req.Policy)
 	}
 	var err error
@@ -173,7 +177,7 @@ func leaseAcquire(ctx context.Context, g *globals, envArg string, req lease.Acqu
 	}
 	fmt.Fprintln(g.stdout)
 	printLeaseDetails(g.stdout, l)
-	if h.Kind() == drivers.KindHost {
+	if d, err := sys.Drivers().Lookup(l.Provider); err == nil && d.Capabilities().Kind == drivers.KindHost {
 		fmt.Fprintln(g.stdout, "  note: this host session ends when envctl exits; 'envctl lease release "+l.ID+"' ends the lease by a check on the host once this process's claim expired (30s)")
 	}
 	return nil
@@ -201,7 +205,10 @@ func leaseList(ctx context.Context, g *globals, envArg, company, status string) 
 		if status == "pending" {
 			st = lease.StatusStarting
 		}
-		if !st.Valid() {
+		switch st {
+		case lease.StatusStarting, lease.StatusActive, lease.StatusReleased, lease.StatusExpired, lease.StatusFailed,
+			lease.StatusRetained, lease.StatusPendingCleanup, lease.StatusPooled:
+		default:
 			return fmt.Errorf("lease list: flag --status: %q is not a lease status (starting, active, released, expired, failed, retained, pending_cleanup)", status)
 		}
 		f.Statuses = []lease.Status{st}
@@ -307,7 +314,7 @@ func printLeaseDetails(w io.Writer, l *lease.Lease) {
 	if l.Replaces != "" {
 		fmt.Fprintf(w, "  replaces: lease %s (%s)\n", l.Replaces, l.ReplaceReason)
 	}
-	if l.Cleanup != lease.CleanupNone {
+	if l.Cleanup != "" {
 		fmt.Fprintf(w, "  cleanup: %s", l.Cleanup)
 		if l.CleanupEvidenceKind != drivers.EvidenceNone {
 			fmt.Fprintf(w, " by %s", l.CleanupEvidenceKind)

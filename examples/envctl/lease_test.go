@@ -293,7 +293,7 @@ func TestHostLeaseReleasedByALaterCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &after); err != nil {
 		t.Fatalf("release output: %v\n%s", err, out)
 	}
-	if after.Status != lease.StatusPendingCleanup || after.Cleanup == lease.CleanupConfirmed || !strings.Contains(after.FailureReason, l.Holder) {
+	if after.Status != lease.StatusPendingCleanup || after.Cleanup == "confirmed" || !strings.Contains(after.FailureReason, l.Holder) {
 		t.Errorf("after a release by a later run: %s, cleanup %s, reason %q; want pending_cleanup naming %s", after.Status, after.Cleanup, after.FailureReason, l.Holder)
 	}
 	wantContains(t, "release error", msg, "cleanup pending", l.Holder)

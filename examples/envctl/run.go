@@ -216,7 +216,7 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 			err = fmt.Errorf("run %s: release lease %s: %w", what, h.ID(), rerr)
 		}
 	}()
-	progress("lease %s (%s, sandbox %s)", h.ID(), h.Provider(), h.SandboxID())
+	progress("lease %s (%s, sandbox %s)", h.ID(), h.Lease().Provider, h.SandboxID())
 	if r := h.Lease().Runner; r != nil {
 		rep.Runner = r.SHA256
 	}

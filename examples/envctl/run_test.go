@@ -166,7 +166,7 @@ func TestRunJSONPrintsTheOutput(t *testing.T) {
 	if len(rep.Runner) != 64 || !strings.HasPrefix(rep.Task, "task_") {
 		t.Errorf("runner %q task %q, want the runner's SHA-256 and a task id", rep.Runner, rep.Task)
 	}
-	if rep.Receipt == nil || rep.Receipt.ID != rep.Lease || rep.Receipt.Cleanup != lease.CleanupConfirmed {
+	if rep.Receipt == nil || rep.Receipt.ID != rep.Lease || rep.Receipt.Cleanup != "confirmed" {
 		t.Errorf("receipt %+v, want the confirmed release of lease %s", rep.Receipt, rep.Lease)
 	}
 }

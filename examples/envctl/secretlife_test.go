@@ -158,7 +158,7 @@ func wantCleanLease(t *testing.T, c *cli, id string) {
 	c.okJSON(&ls, "lease", "list")
 	for _, l := range ls {
 		if l.ID == id {
-			if l.Status != lease.StatusExpired || l.Cleanup != lease.CleanupConfirmed {
+			if l.Status != lease.StatusExpired || l.Cleanup != "confirmed" {
 				t.Errorf("lease %s: status %s cleanup %q (%s); want expired, confirmed", id, l.Status, l.Cleanup, l.CleanupEvidence)
 			}
 			return

@@ -366,7 +366,10 @@ func (s *server) releaseLease(w http.ResponseWriter, r *http.Request) {
 	err := decode(w, r, &body, true)
 	opts := lease.ReleaseOptions{Disposition: lease.Destroy, RunFailed: body.RunFailed, Reason: body.Reason}
 	if err == nil && body.Disposition != "" {
-		if uerr := opts.Disposition.UnmarshalText([]byte(body.Disposition)); uerr != nil {
+		switch d := lease.Disposition(body.Disposition); d {
+		case lease.ByPolicy, lease.Keep, lease.Stop, lease.Destroy:
+			opts.Disposition = d
+		default:
 			err = invalid("disposition", "want keep, stop or destroy")
 		}
 	}

@@ -128,7 +128,7 @@ func TestRunsOnTheFake(t *testing.T) {
 	v := e.createFake(t, "box")
 	run := e.startRun(t, "acme", tokAdmin, map[string]any{"environmentId": v.ID, "argv": []string{"echo", "hi"}})
 	done := e.waitRun(t, "acme", run.ID, tokAdmin, ended)
-	if done.Status != runExited || done.Exit == nil || done.Exit.Code != 0 || done.Receipt == nil || done.Receipt.Cleanup != lease.CleanupConfirmed {
+	if done.Status != runExited || done.Exit == nil || done.Exit.Code != 0 || done.Receipt == nil || done.Receipt.Cleanup != "confirmed" {
 		t.Fatalf("run %+v", done)
 	}
 	var out struct {
@@ -156,7 +156,7 @@ func TestRunsOnTheFake(t *testing.T) {
 	var stopped runView
 	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/runs/" + long.ID + "/stop", token: tokAdmin}).decode(t, &stopped)
 	if stopped.Status != runStopped || len(stopped.Proofs) != 1 || !stopped.Proofs[0].Complete || stopped.Proofs[0].Evidence != "runner_attested" ||
-		stopped.Receipt == nil || stopped.Receipt.Cleanup != lease.CleanupConfirmed {
+		stopped.Receipt == nil || stopped.Receipt.Cleanup != "confirmed" {
 		t.Errorf("stopped run %+v", stopped)
 	}
 
@@ -198,7 +198,7 @@ func TestShutdownStopsRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := rn.snapshot()
-	if got.Status != runStopped || len(got.Proofs) != 1 || !got.Proofs[0].Complete || got.Receipt == nil || got.Receipt.Cleanup != lease.CleanupConfirmed {
+	if got.Status != runStopped || len(got.Proofs) != 1 || !got.Proofs[0].Complete || got.Receipt == nil || got.Receipt.Cleanup != "confirmed" {
 		t.Errorf("after shutdown the run is %+v", got)
 	}
 	ls, err := e.s.stores.Leases.ListLeases(t.Context(), lease.Filter{Live: true})

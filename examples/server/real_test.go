@@ -18,7 +18,6 @@ import (
 	"github.com/berthdev/berth/examples/internal/probejson"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
-	"github.com/berthdev/berth/lease"
 )
 
 // CFG-3, PRB-1/2/5: an SSH environment with a pasted key (real sshd): the
@@ -104,7 +103,7 @@ func TestDockerRun(t *testing.T) {
 			if done.Status != runExited || done.Exit == nil || done.Exit.Code != 3 {
 				t.Fatalf("run %+v (error %+v)", done, done.Error)
 			}
-			if done.Receipt == nil || done.Receipt.Cleanup != lease.CleanupConfirmed || done.Receipt.CleanupEvidenceKind == drivers.EvidenceNone {
+			if done.Receipt == nil || done.Receipt.Cleanup != "confirmed" || done.Receipt.CleanupEvidenceKind == drivers.EvidenceNone {
 				t.Errorf("receipt %+v", done.Receipt)
 			}
 			r := e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/companies/acme/runs/" + run.ID + "/output?from=0", token: tokAdmin,
@@ -131,7 +130,7 @@ func TestDockerRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := rn.snapshot()
-			if got.Status != runStopped || len(got.Proofs) != 1 || !got.Proofs[0].Complete || got.Receipt == nil || got.Receipt.Cleanup != lease.CleanupConfirmed {
+			if got.Status != runStopped || len(got.Proofs) != 1 || !got.Proofs[0].Complete || got.Receipt == nil || got.Receipt.Cleanup != "confirmed" {
 				t.Errorf("after shutdown the run is %+v", got)
 			}
 			left, err := cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "test.berth/run="+mark))})

@@ -26,7 +26,6 @@ import (
 	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
-	"github.com/berthdev/berth/lease"
 )
 
 // serverChildEnv holds the JSON argument list of a server process: the
@@ -254,7 +253,7 @@ func TestRunSurvivesKill9OfItsServerOnDocker(t *testing.T) {
 	var stopped runView
 	b.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/runs/" + run.ID + "/stop", token: tokAdmin}).decode(t, &stopped)
 	if stopped.Status != runStopped || len(stopped.Proofs) != 1 || !stopped.Proofs[0].Complete || len(stopped.Proofs[0].Survivors) != 0 ||
-		stopped.Receipt == nil || stopped.Receipt.Cleanup != lease.CleanupConfirmed {
+		stopped.Receipt == nil || stopped.Receipt.Cleanup != "confirmed" {
 		t.Errorf("the stop after the restart: %+v (error %+v)", stopped, stopped.Error)
 	}
 	if left := containersOf(t, cli, mark); len(left) != 0 {
@@ -304,7 +303,7 @@ func TestReplicaTakesOverRunsOfAKilledReplicaOnDocker(t *testing.T) {
 	// stop with a proof; either way its lease released with a receipt.
 	byRunner := done.Status == runExited && done.Exit != nil && done.Exit.TimedOut
 	byStop := done.Status == runStopped && len(done.Proofs) == 1 && done.Proofs[0].Complete
-	if !byRunner && !byStop || done.Receipt == nil || done.Receipt.Cleanup != lease.CleanupConfirmed {
+	if !byRunner && !byStop || done.Receipt == nil || done.Receipt.Cleanup != "confirmed" {
 		t.Errorf("the run past its deadline after its replica died: %+v (exit %+v, error %+v)", done, done.Exit, done.Error)
 	}
 	if left := containersOf(t, cli, markShort); len(left) != 0 {
@@ -312,7 +311,7 @@ func TestReplicaTakesOverRunsOfAKilledReplicaOnDocker(t *testing.T) {
 	}
 	var stopped runView
 	b.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/runs/" + long.ID + "/stop", token: tokAdmin}).decode(t, &stopped)
-	if stopped.Status != runStopped || len(stopped.Proofs) != 1 || !stopped.Proofs[0].Complete || stopped.Receipt == nil || stopped.Receipt.Cleanup != lease.CleanupConfirmed {
+	if stopped.Status != runStopped || len(stopped.Proofs) != 1 || !stopped.Proofs[0].Complete || stopped.Receipt == nil || stopped.Receipt.Cleanup != "confirmed" {
 		t.Errorf("the long run stopped on the survivor: %+v (error %+v)", stopped, stopped.Error)
 	}
 	if left := containersOf(t, cli, markLong); len(left) != 0 {

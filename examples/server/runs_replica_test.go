@@ -62,7 +62,7 @@ func TestRunsAreReadableAndStoppableFromEveryReplica(t *testing.T) {
 	var stopped runView
 	other.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/runs/" + long.ID + "/stop", token: tokAdmin}).decode(t, &stopped)
 	if stopped.Status != runStopped || len(stopped.Proofs) != 1 || !stopped.Proofs[0].Complete || stopped.Proofs[0].Evidence != "runner_attested" ||
-		stopped.Receipt == nil || stopped.Receipt.Cleanup != lease.CleanupConfirmed {
+		stopped.Receipt == nil || stopped.Receipt.Cleanup != "confirmed" {
 		t.Errorf("the run stopped through the other replica: %+v", stopped)
 	}
 	if _, ok := e.runIDs(t, "acme", runStopped, tokAdmin)[long.ID]; !ok {

@@ -302,7 +302,7 @@ func TestEveryRunHasADeadline(t *testing.T) {
 	if done.Status == runExited && done.Exit != nil && done.Exit.Code == 0 {
 		t.Errorf("a 600 s task under a 1 s deadline exited 0: %+v", done)
 	}
-	if done.Receipt == nil || done.Receipt.Cleanup != lease.CleanupConfirmed {
+	if done.Receipt == nil || done.Receipt.Cleanup != "confirmed" {
 		t.Errorf("the run past its deadline left its lease: %+v", done)
 	}
 }

@@ -31,9 +31,7 @@ var services = map[string][]string{
 // it short: a method that reads or changes a record, or acts on a lease, a
 // session or an environment, takes the principal and asks the Authorizer;
 // a hook one service gives another is wired by berth.New, not exported.
-var principalExempt = map[string]string{
-	"lease.Manager.Close": "stops this process's own heartbeats; acts on no record",
-}
+var principalExempt = map[string]string{}
 
 // Issue 24 item 1 (CONVENTIONS 18, 24): every exported method of a service
 // type takes an authz.Principal right after its context.Context, unless it

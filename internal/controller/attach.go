@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
@@ -141,7 +142,7 @@ func (a *attachment) close() {
 
 // Attach connects the runner of the leased sandbox h to this controller
 // for p and returns its handle: it installs the runner the lease was
-// acquired for (lease.Lease.Runner, through h.HostRunner, once per
+// acquired for (lease.Lease.Runner, through leasehook.HostRunner, once per
 // SHA-256; a lease acquired without one is refused with an error wrapping
 // drivers.ErrUnsupported), serves
 // this controller on the ingress for as long as the lease lasts (until the
@@ -212,7 +213,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		}
 	}
 	// CFG-9: no run starts while the instance settings refuse the target.
-	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
+	if err := c.admit(ctx, l.Provider, leasehook.Kind(h) == drivers.KindHost); err != nil {
 		return fail(err)
 	}
 	progress := func(s AttachStage) {
@@ -324,7 +325,7 @@ func (c *Controller) serve(ctx context.Context, h *lease.Handle, l *lease.Lease,
 		return nil, nil, errors.New("a runner is already attached to the lease in this process")
 	}
 	c.mu.Unlock()
-	in, err := h.HostRunner(ctx)
+	in, err := leasehook.HostRunner(h, ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
@@ -66,8 +67,9 @@ func attachFailing(t *testing.T, drv drivers.Driver, cfg map[string]any, spec dr
 		t.Fatal(err)
 	}
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true, Authorizer: leasePolicy}).(*environment.Assignments)
-	m, _ := lease.NewManager(leases, reg, asg, s.tasks, &lease.Options{InstanceID: "test", Secrets: secrets.Get})
-	t.Cleanup(func() { m.Close() })
+	mgr, _ := leasehook.New(leasehook.Sources{Store: leases, Drivers: reg, Assignments: asg, Tasks: s.tasks, Options: &lease.Options{InstanceID: "test"}, Secrets: secrets.Get})
+	m := mgr.(*lease.Manager)
+	t.Cleanup(func() { leasehook.Close(m) })
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	h, err := m.Acquire(actx, leaseOperator, lease.AcquireRequest{Company: "co-1", EnvironmentID: v.ID, Run: "run-1", Runner: &drivers.RunnerSet{Binaries: map[string]drivers.RunnerSpec{runtime.GOARCH: spec}}})

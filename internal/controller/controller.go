@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
@@ -135,8 +136,8 @@ type Controller struct {
 // delivered (the SecretResolver that handover.New returns); nil: a task
 // with secrets is refused with an error wrapping ErrSecretsUnsupported.
 //
-// The returned lease.TaskStopper is the controller's hook for the lease
-// manager (lease.NewManager's tasks argument): it stops and verifies the
+// The returned leasehook.TaskStopper is the controller's hook for the lease
+// manager (berth.New gives it to the manager): it stops and verifies the
 // runner tasks of a lease before its release or cleanup ends the sandbox
 // (PRP-6), and closes what serves the lease's runners from this process
 // once the manager no longer holds the lease. It answers for no
@@ -144,7 +145,7 @@ type Controller struct {
 // sweep. So it is handed to the composer here and is no method of the
 // Controller, which anyone holding it could call; a host stops tasks for a
 // principal with Task.Stop.
-func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *Options) (*Controller, lease.TaskStopper, error) {
+func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *Options) (*Controller, leasehook.TaskStopper, error) {
 	if signer == nil {
 		return nil, nil, errors.New("controller: New needs a Signer")
 	}
@@ -283,7 +284,7 @@ func (c *Controller) mintTicket(ctx context.Context, p authz.Principal, req Tick
 	}
 	if holder && l.Runner == nil {
 		// The lease manager asks for the stop of a lease's tasks only when
-		// the lease was acquired for a runner (lease.TaskStopper): a
+		// the lease was acquired for a runner (leasehook.TaskStopper): a
 		// holder session of any other lease would outlive its release.
 		return prp.Ticket{}, prp.TicketRecord{}, fmt.Errorf("controller: mint holder ticket for lease %s: the lease was acquired without a runner (lease.AcquireRequest.Runner): %w", req.Lease, drivers.ErrUnsupported)
 	}

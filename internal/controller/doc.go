@@ -5,7 +5,7 @@
 //
 //	c, tasks, err := controller.New(signer, leases, resolver, opts)
 //	mux.Handle("/prp/", c) // runners that dial in: exchange, connect
-//	m, usage := lease.NewManager(store, reg, asg, tasks, lopts)
+//	// berth.New gives tasks to the lease manager (sys.Leases())
 //	att, err := c.Attach(ctx, operator, h, controller.AttachRequest{})
 //	task, err := att.Start(ctx, operator, controller.TaskSpec{
 //		TaskStart: prp.TaskStart{Argv: []string{"make", "test"}},
@@ -29,7 +29,7 @@
 // authenticate with tickets and tokens, and ConnectedSessions, a pure
 // read of this process's own connections, are the exceptions). New(signer, leases, secrets, opts)
 // takes its required collaborators and the host's SecretResolver hook as
-// arguments and returns the lease manager's hook, a lease.TaskStopper,
+// arguments and returns the lease manager's hook, a leasehook.TaskStopper,
 // next to the Controller; berth.New wires them. The Attachment Attach
 // returns is a handle: the authority Attach granted to its principal.
 //
@@ -117,7 +117,7 @@
 //
 //   - Attach, which connects a leased sandbox's runner: it
 //     installs the runner the lease records (lease.Lease.Runner, through
-//     lease.Handle.HostRunner), serves the controller
+//     leasehook.HostRunner), serves the controller
 //     on the sandbox's ingress for as long as the lease lasts, mints a
 //     task or probe ticket (authorized; a resume ticket when the holder's
 //     own session exists and its runner is gone), launches the runner and
@@ -128,7 +128,7 @@
 //     (runnerbin.Spec of each binary, keyed by its architecture).
 //
 //   - The controller's hook for the lease manager, the
-//     lease.TaskStopper that New returns next to the Controller (an
+//     leasehook.TaskStopper that New returns next to the Controller (an
 //     unexported type: no method of the Controller stops a lease's tasks
 //     for no principal): StopTasks stops and checks every task of every
 //     holder session of a lease before its sandbox is released (sessions

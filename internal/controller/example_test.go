@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
 )
@@ -39,8 +40,9 @@ func Example() {
 		return
 	}
 	defer c.Close()
-	m, _ := lease.NewManager(leases, reg, asg, tasks, &lease.Options{InstanceID: "example"})
-	defer m.Close()
+	mgr, _ := leasehook.New(leasehook.Sources{Store: leases, Drivers: reg, Assignments: asg, Tasks: tasks, Options: &lease.Options{InstanceID: "example"}})
+	m := mgr.(*lease.Manager)
+	defer leasehook.Close(m)
 	operator := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
 	// The lease names the runner binaries, one per architecture; it

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/runner"
 	"github.com/berthdev/berth/internal/syncbuf"
@@ -65,7 +66,7 @@ func testSigner(t testing.TB) *prp.Signer {
 // server is a controller behind a real HTTP server on loopback.
 type server struct {
 	c     *controller.Controller
-	tasks lease.TaskStopper // the hook controller.New returned for the lease manager
+	tasks leasehook.TaskStopper // the hook controller.New returned for the lease manager
 	srv   *httptest.Server
 	url   string // the base URL runners dial, if not the server's own
 }

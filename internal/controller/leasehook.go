@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
@@ -23,14 +24,14 @@ const leaseStopGrace = 5 * time.Second
 // the Controller can stop a lease's tasks without a principal.
 type taskStopper struct{ c *Controller }
 
-var _ lease.TaskStopper = taskStopper{}
+var _ leasehook.TaskStopper = taskStopper{}
 
-// StopTasks implements lease.TaskStopper (stopTasks).
-func (t taskStopper) StopTasks(ctx context.Context, leaseID string) (lease.TaskStopReport, error) {
+// StopTasks implements leasehook.TaskStopper (stopTasks).
+func (t taskStopper) StopTasks(ctx context.Context, leaseID string) (leasehook.TaskStopReport, error) {
 	return t.c.stopTasks(ctx, leaseID)
 }
 
-// LeaseEnded implements lease.TaskStopper (leaseEnded).
+// LeaseEnded implements leasehook.TaskStopper (leaseEnded).
 func (t taskStopper) LeaseEnded(leaseID string) { t.c.leaseEnded(leaseID) }
 
 // RunTask is the lease manager's hook for lease.Handle.Run (runTask,
@@ -102,12 +103,12 @@ func (t taskStopper) ReconnectPoolRunner(ctx context.Context, h *lease.Handle) e
 // (authz.ActionLease) or the sweep (authz.ActionSweep), so it
 // asks the Authorizer nothing itself; a host calls Task.Stop, whose handle
 // was authorized, to stop a task for a principal.
-func (c *Controller) stopTasks(ctx context.Context, leaseID string) (lease.TaskStopReport, error) {
+func (c *Controller) stopTasks(ctx context.Context, leaseID string) (leasehook.TaskStopReport, error) {
 	sessions, err := c.o.Store.LeaseSessions(ctx, leaseID)
 	if err != nil {
-		return lease.TaskStopReport{}, fmt.Errorf("controller: stop the tasks of lease %s: %w", leaseID, err)
+		return leasehook.TaskStopReport{}, fmt.Errorf("controller: stop the tasks of lease %s: %w", leaseID, err)
 	}
-	rep := lease.TaskStopReport{Sessions: len(sessions)}
+	rep := leasehook.TaskStopReport{Sessions: len(sessions)}
 	var errs []error
 	stopped, earlier, foreign := 0, 0, 0
 	for _, s := range sessions {

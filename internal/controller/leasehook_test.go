@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
@@ -62,7 +63,7 @@ func newLeaseWorld(t *testing.T, cleanupBudget time.Duration) *leaseWorld {
 func newLeaseWorldWith(t *testing.T, cleanupBudget time.Duration, o serverOptions) *leaseWorld {
 	t.Helper()
 	return composeLeaseWorld(t, o, nil, func(lo *lease.Options) {
-		leasetune.Update(&lo.Tuning, func(k *leasetune.Knobs) { k.CleanupBudget = cleanupBudget })
+		leasehook.Tune(lo, func(k *leasetune.Knobs) { k.CleanupBudget = cleanupBudget })
 	})
 }
 
@@ -91,18 +92,19 @@ func composeLeaseWorld(t *testing.T, o serverOptions, mod func(*environment.Envi
 	reg := drivers.NewRegistry(fk)
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true, Authorizer: leasePolicy}).(*environment.Assignments)
 	var n atomic.Int64
-	lo := &lease.Options{InstanceID: "test",
-		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
-			return envs.ListEnvironments(ctx, environment.ListFilter{})
-		}}
-	leasetune.Update(&lo.Tuning, func(k *leasetune.Knobs) {
+	lo := &lease.Options{InstanceID: "test"}
+	leasehook.Tune(lo, func(k *leasetune.Knobs) {
 		k.NewID = func() string { return "lease-" + string(rune('0'+n.Add(1))) }
 	})
 	if modLease != nil {
 		modLease(lo)
 	}
-	m, _ := lease.NewManager(leases, reg, asg, s.tasks, lo)
-	t.Cleanup(func() { m.Close() })
+	mgr, _ := leasehook.New(leasehook.Sources{Store: leases, Drivers: reg, Assignments: asg, Tasks: s.tasks, Options: lo,
+		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
+			return envs.ListEnvironments(ctx, environment.ListFilter{})
+		}})
+	m := mgr.(*lease.Manager)
+	t.Cleanup(func() { leasehook.Close(m) })
 	return &leaseWorld{s: s, fk: fk, m: m}
 }
 
@@ -160,7 +162,7 @@ func TestReleaseStopsAndVerifiesTheRunnersTasksFirst(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Errorf("lease %s %s, want released confirmed", l.Status, l.Cleanup)
 	}
 	if !strings.HasPrefix(l.CleanupEvidence, "runner (runner_attested): 1 task(s) of 1 runner session(s) stopped, attested by the runner") {
@@ -241,7 +243,7 @@ func TestAnIncompleteProofLeavesTheLeasePendingAndTheSweepRetries(t *testing.T) 
 	if !errors.Is(err, lease.ErrCleanupPending) || !errors.Is(err, controller.ErrProofIncomplete) {
 		t.Fatalf("Release = %v, want ErrCleanupPending wrapping ErrProofIncomplete", err)
 	}
-	if l.Status != lease.StatusPendingCleanup || l.Cleanup != lease.CleanupPending || !strings.Contains(l.FailureReason, "task t1") || !strings.Contains(l.FailureReason, "/proc is not readable") {
+	if l.Status != lease.StatusPendingCleanup || l.Cleanup != "pending" || !strings.Contains(l.FailureReason, "task t1") || !strings.Contains(l.FailureReason, "/proc is not readable") {
 		t.Errorf("lease %s/%s reason %q, want pending_cleanup naming task t1 and the check that could not run", l.Status, l.Cleanup, l.FailureReason)
 	}
 	if st, ok := fakectl.Of(w.fk).State(h.SandboxID()); !ok || st != drivers.StateRunning {
@@ -257,7 +259,7 @@ func TestAnIncompleteProofLeavesTheLeasePendingAndTheSweepRetries(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != lease.StatusReleased || got.Cleanup != lease.CleanupConfirmed || !strings.HasPrefix(got.CleanupEvidence, "runner (runner_attested): 1 task(s)") {
+	if got.Status != lease.StatusReleased || got.Cleanup != "confirmed" || !strings.HasPrefix(got.CleanupEvidence, "runner (runner_attested): 1 task(s)") {
 		t.Errorf("after the sweep: %s/%s evidence %q, want released, confirmed with the runner's proof", got.Status, got.Cleanup, got.CleanupEvidence)
 	}
 }
@@ -297,7 +299,7 @@ func TestAnUnreachableRunnerLeavesTheLeasePendingAndTheSweepDestroys(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != lease.StatusReleased || got.Cleanup != lease.CleanupConfirmed ||
+	if got.Status != lease.StatusReleased || got.Cleanup != "confirmed" ||
 		!strings.Contains(got.CleanupEvidence, "not proven stopped") || !strings.Contains(got.CleanupEvidence, "the sandbox's own proof instead") {
 		t.Errorf("after the sweep: %s/%s evidence %q, want confirmed by the sandbox's destroy, saying the runner could not prove the stop", got.Status, got.Cleanup, got.CleanupEvidence)
 	}
@@ -338,7 +340,7 @@ func TestARunnerAttestedProofAloneNeverEndsALease(t *testing.T) {
 	if !errors.Is(err, lease.ErrCleanupPending) {
 		t.Fatalf("Release = %v, want ErrCleanupPending: the runner's word alone is no proof", err)
 	}
-	if l.Status != lease.StatusPendingCleanup || l.Cleanup != lease.CleanupPending || l.CleanupEvidenceKind != drivers.EvidenceNone {
+	if l.Status != lease.StatusPendingCleanup || l.Cleanup != "pending" || l.CleanupEvidenceKind != drivers.EvidenceNone {
 		t.Errorf("lease %s/%s evidence %q, want pending_cleanup with no evidence", l.Status, l.Cleanup, l.CleanupEvidenceKind)
 	}
 	if st, ok := fakectl.Of(w.fk).State(h.SandboxID()); !ok || st != drivers.StateRunning {
@@ -353,7 +355,7 @@ func TestARunnerAttestedProofAloneNeverEndsALease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Cleanup != lease.CleanupConfirmed || got.CleanupEvidenceKind != drivers.EvidenceProvider ||
+	if got.Cleanup != "confirmed" || got.CleanupEvidenceKind != drivers.EvidenceProvider ||
 		!strings.Contains(got.CleanupEvidence, "runner_attested") {
 		t.Errorf("after the sweep: %s evidence %s %q, want confirmed by the provider, the runner's part named runner_attested",
 			got.Cleanup, got.CleanupEvidenceKind, got.CleanupEvidence)
@@ -422,7 +424,7 @@ func TestDisconnectDropsTheConnectionNotTheRunner(t *testing.T) {
 // issue 29: a holder ticket (whose session's tasks the lease's release
 // stops) is refused for a lease acquired without a runner, as Attach is:
 // the lease manager asks for the stop of such a lease's tasks never
-// (lease.TaskStopper). A ticket that is not the holder's is minted.
+// (leasehook.TaskStopper). A ticket that is not the holder's is minted.
 func TestAHolderTicketNeedsALeaseAcquiredForARunner(t *testing.T) {
 	t.Parallel()
 	w := newLeaseWorld(t, time.Minute)

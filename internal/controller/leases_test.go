@@ -154,7 +154,7 @@ func endLease(t *testing.T, ls interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Status, l.ReleasedAt, l.Cleanup = lease.StatusReleased, time.Now(), lease.CleanupConfirmed
+	l.Status, l.ReleasedAt, l.Cleanup = lease.StatusReleased, time.Now(), "confirmed"
 	if err := ls.UpdateLease(ctx, l); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestALiveConnectionEndsAtItsLeasesEnd(t *testing.T) {
 func connectUntil(t *testing.T, end time.Time, ttl time.Duration) (<-chan prpwire.TokenRenewal, <-chan websocket.StatusCode) {
 	t.Helper()
 	ls := lease.NewMemoryStore()
-	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral, AcquiredAt: time.Now(), ExpiresAt: end}); err != nil {
+	if _, err := ls.InsertLease(context.Background(), &lease.Lease{ID: "lease-1", Company: "co-1", Status: lease.StatusActive, Policy: lease.Ephemeral, AcquiredAt: time.Now(), ExpiresAt: end}, lease.Quotas{}); err != nil {
 		t.Fatal(err)
 	}
 	s := newServer(t, serverOptions{Leases: ls, Options: controller.WithTokenTTL(controller.Options{}, ttl)})

@@ -101,7 +101,7 @@ func TestAttachUsesOnlyItsOwnSession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Release (waits on the other session?): %v", err)
 	}
-	if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Errorf("lease %s %s, want released confirmed", l.Status, l.Cleanup)
 	}
 }

@@ -10,12 +10,13 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
 )
 
-// Warm-pool runners (lease.LabelPool, issue 31). A member of a runner
+// Warm-pool runners (the berth.pool label, issue 31). A member of a runner
 // pool starts with its runner launched and connected, so that the first
 // task of the lease that adopts it starts on a connected runner. The
 // rule that keeps the runner protocol's guarantees:
@@ -65,10 +66,14 @@ func notInstanceSession(s Session) error {
 	return nil
 }
 
+// labelPool is the label, valued "member", on the record of every
+// warm-pool member and of the lease that adopted one (lease.Lease.Labels).
+const labelPool = "berth.pool"
+
 // poolMember reports whether l is the record of a warm-pool member that
 // no lease adopted (yet).
 func poolMember(l *lease.Lease) bool {
-	return l.Company == authz.InstanceCompany && l.Labels[lease.LabelPool] == "member" &&
+	return l.Company == authz.InstanceCompany && l.Labels[labelPool] == "member" &&
 		(l.Status == lease.StatusStarting || l.Status == lease.StatusPooled)
 }
 
@@ -87,7 +92,7 @@ func (c *Controller) storedLease(ctx context.Context, h *lease.Handle) (*lease.L
 // adoptedMember reports whether l is a lease that adopted a warm-pool
 // member (its record is the member's).
 func adoptedMember(l *lease.Lease) bool {
-	return l.Company != authz.InstanceCompany && l.Labels[lease.LabelPool] == "member"
+	return l.Company != authz.InstanceCompany && l.Labels[labelPool] == "member"
 }
 
 // poolSessionLease is sessionLease for s, a session of the instance (a
@@ -97,7 +102,7 @@ func adoptedMember(l *lease.Lease) bool {
 // command runs on it meanwhile).
 func poolSessionLease(s Session, l *lease.Lease, now time.Time) (time.Time, error) {
 	switch {
-	case l.Labels[lease.LabelPool] != "member":
+	case l.Labels[labelPool] != "member":
 		return time.Time{}, fmt.Errorf("session %s: lease %s is no warm-pool member's: %w", s.ID, s.Lease, errLeaseOver)
 	case poolMember(l):
 		if !l.ExpiresAt.IsZero() && !now.Before(l.ExpiresAt) {
@@ -138,7 +143,7 @@ func (c *Controller) startPoolRunner(ctx context.Context, h *lease.Handle) error
 	case !poolMember(l):
 		return fail(errors.New("the lease is not a warm-pool member of the instance"))
 	}
-	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
+	if err := c.admit(ctx, l.Provider, leasehook.Kind(h) == drivers.KindHost); err != nil {
 		return fail(err)
 	}
 	if err := c.launchPoolRunner(ctx, h, l, poolRun(l.ID), ""); err != nil {
@@ -224,7 +229,7 @@ func (c *Controller) reconnectPoolRunner(ctx context.Context, h *lease.Handle) e
 	if l.Runner == nil || !poolMember(l) || l.Status != lease.StatusPooled {
 		return fail(errors.New("the lease is not a pooled runner member of the instance"))
 	}
-	if err := c.admit(ctx, l.Provider, h.Kind() == drivers.KindHost); err != nil {
+	if err := c.admit(ctx, l.Provider, leasehook.Kind(h) == drivers.KindHost); err != nil {
 		return fail(err)
 	}
 	s, err := c.poolSession(ctx, l.ID)

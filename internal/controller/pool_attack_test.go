@@ -370,7 +370,7 @@ func TestPoolMemberWhoseRunnerFailsLeaksNothing(t *testing.T) {
 				t.Fatalf("MaintainPools = %+v; want the one member's start failed", rep)
 			}
 			l, err := w.m.Get(ctx, leaseOperator, "lease-1")
-			if err != nil || l.Status == lease.StatusPooled || l.Cleanup != lease.CleanupConfirmed {
+			if err != nil || l.Status == lease.StatusPooled || l.Cleanup != "confirmed" {
 				t.Fatalf("the failed member: %+v, %v; want ended with a confirmed cleanup", l, err)
 			}
 			for _, sb := range fakectl.Of(w.fk).Sandboxes() {
@@ -416,8 +416,8 @@ func TestPoolMemberRetiredElsewhereLeavesNoIngressHere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	upd := l.Clone()
-	upd.Status, upd.Cleanup, upd.ReleasedAt = lease.StatusFailed, lease.CleanupConfirmed, time.Now().UTC()
+	upd := l // a copy: the store returns its own struct per read
+	upd.Status, upd.Cleanup, upd.ReleasedAt = lease.StatusFailed, "confirmed", time.Now().UTC()
 	if err := w.leases.UpdateLease(ctx, upd); err != nil {
 		t.Fatal(err)
 	}

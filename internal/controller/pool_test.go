@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
@@ -66,18 +67,18 @@ func newPoolReplicas(t *testing.T, az authz.Authorizer, secrets controller.Secre
 	reg := drivers.NewRegistry(fk)
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true, Authorizer: leasePolicy}).(*environment.Assignments)
 	var n atomic.Int64
-	lo := &lease.Options{InstanceID: "test",
-		ManualPoolRefill: true,
-		PoolRunners:      func() (*drivers.RunnerSet, error) { return drivers.RunnerSetOf(fakeSpec), nil },
+	lo := &lease.Options{InstanceID: "test", ManualPoolRefill: true}
+	leasehook.Tune(lo, func(k *leasetune.Knobs) {
+		k.NewID = func() string { return "lease-" + string(rune('0'+n.Add(1))) }
+	})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: leases, Drivers: reg, Assignments: asg, Tasks: s.tasks, Options: lo,
+		PoolRunners: func() (*drivers.RunnerSet, error) { return drivers.RunnerSetOf(fakeSpec), nil },
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},
-	}
-	leasetune.Update(&lo.Tuning, func(k *leasetune.Knobs) {
-		k.NewID = func() string { return "lease-" + string(rune('0'+n.Add(1))) }
 	})
-	m, _ := lease.NewManager(leases, reg, asg, s.tasks, lo)
-	t.Cleanup(func() { m.Close() })
+	m := mgr.(*lease.Manager)
+	t.Cleanup(func() { leasehook.Close(m) })
 	return &leaseWorld{s: s, fk: fk, m: m, leases: leases}, st, replica
 }
 

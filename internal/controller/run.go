@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/lease"
 )
@@ -21,12 +22,12 @@ import (
 func (c *Controller) runTask(ctx context.Context, p authz.Principal, h *lease.Handle, cmd lease.Command) (*runTask, error) {
 	var stdin []byte
 	if cmd.Stdin != nil {
-		b, err := io.ReadAll(io.LimitReader(cmd.Stdin, lease.MaxRunStdin+1))
+		b, err := io.ReadAll(io.LimitReader(cmd.Stdin, leasehook.MaxRunStdin+1))
 		if err != nil {
 			return nil, fmt.Errorf("controller: run on lease %s: read the task's stdin: %w", h.ID(), err)
 		}
-		if len(b) > lease.MaxRunStdin {
-			return nil, fmt.Errorf("controller: run on lease %s: the task's stdin is over %d bytes: %w", h.ID(), lease.MaxRunStdin, errcode.ErrInvalid)
+		if len(b) > leasehook.MaxRunStdin {
+			return nil, fmt.Errorf("controller: run on lease %s: the task's stdin is over %d bytes: %w", h.ID(), leasehook.MaxRunStdin, errcode.ErrInvalid)
 		}
 		stdin = b
 	}

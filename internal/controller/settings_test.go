@@ -70,7 +70,7 @@ func TestDisabledEnvironmentsRefuseAttachAndStart(t *testing.T) {
 		t.Errorf("Output of the task started before = %q, %v", out.String(), err)
 	}
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Cleanup != "confirmed" {
 		t.Errorf("Release while disabled = %+v, %v; want a confirmed cleanup", l, err)
 	}
 }

@@ -2,8 +2,8 @@
 // its randomness, lease ids, budgets, TTLs and the pacing of
 // retries, polls, sweeps, heartbeats and pool refills. berth.New leaves
 // them at their defaults (see lease.Options); berth's own tests set them
-// in lease.Options.Tuning (with Update) to run the manager in fake time and
-// in step. There is no package state.
+// on a lease.Options with internal/leasehook.Tune to run the manager in
+// fake time and in step. There is no package state.
 package leasetune
 
 import "time"
@@ -38,7 +38,7 @@ type Knobs struct {
 	PollInterval time.Duration
 	// SweepLimit bounds the leases one Sweep claims. Default 100.
 	SweepLimit int
-	// HostHeartbeat is how often (on lease.Options.Clock) the manager that holds a host
+	// HostHeartbeat is how often (on leasehook.Sources.Clock) the manager that holds a host
 	// lease's live session renews its claim on it (Lease.Holder); the
 	// claim lasts three heartbeats. Default 10 seconds.
 	HostHeartbeat time.Duration
@@ -48,12 +48,10 @@ type Knobs struct {
 }
 
 // Update calls f with *knobs for f to change, allocating it first when it
-// is nil: berth's tests write
+// is nil. Package lease keeps the knobs of a lease.Options in an
+// unexported field that leasehook.Tune fills with it: berth's tests write
 //
-//	leasetune.Update(&opts.Tuning, func(k *leasetune.Knobs) { k.LeaseTTL = time.Hour })
-//
-// on a lease.Options (whose Tuning field only berth's own packages can fill,
-// since no other module can name this type).
+//	leasehook.Tune(opts, func(k *leasetune.Knobs) { k.LeaseTTL = time.Hour })
 func Update(knobs **Knobs, f func(*Knobs)) {
 	if *knobs == nil {
 		*knobs = new(Knobs)

@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
@@ -177,8 +178,9 @@ func leaseManager(b *testing.B, drv docker.Driver, cfg map[string]any) (*lease.M
 	}
 	reg := drivers.NewRegistry(drv)
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
-	m, _ := lease.NewManager(lease.NewMemoryStore(), reg, asg, nil, &lease.Options{InstanceID: "tcbench"})
-	b.Cleanup(func() { _ = m.Close() })
+	mgr, _ := leasehook.New(leasehook.Sources{Store: lease.NewMemoryStore(), Drivers: reg, Assignments: asg, Options: &lease.Options{InstanceID: "tcbench"}})
+	m := mgr.(*lease.Manager)
+	b.Cleanup(func() { _ = leasehook.Close(m) })
 	return m, env
 }
 
@@ -194,7 +196,7 @@ func managerLease(b *testing.B, ctx context.Context, m *lease.Manager, op authz.
 		b.Fatalf("berth lease %d: exec true: %v %+v", i, err, res)
 	}
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
-	if err != nil || l.Cleanup != lease.CleanupConfirmed {
+	if err != nil || l.Cleanup != "confirmed" {
 		b.Fatalf("berth lease %d: release: %v (cleanup %v)", i, err, l)
 	}
 }

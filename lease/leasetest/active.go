@@ -19,7 +19,7 @@ func RecordActive(t testing.TB, s lease.Store, id, company string) {
 	t.Helper()
 	l := &lease.Lease{ID: id, Company: company, Environment: "env-test", Provider: "test", Status: lease.StatusActive,
 		Policy: lease.Ephemeral, AcquiredAt: time.Now().UTC().Truncate(time.Microsecond)}
-	if _, err := s.InsertLease(context.Background(), l); err != nil && !errors.Is(err, errcode.ErrConflict) {
+	if _, err := s.InsertLease(context.Background(), l, lease.Quotas{}); err != nil && !errors.Is(err, errcode.ErrConflict) {
 		t.Fatalf("record lease %s: %v", id, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -41,7 +42,8 @@ func BenchmarkAcquireRelease(b *testing.B, ctx context.Context, store lease.Stor
 	}
 	reg := drivers.NewRegistry(fk)
 	asg := envhook.NewAssignments(envhook.NewMemoryBindingStore().(environment.BindingStore), envs, reg, &envhook.Options{TestMode: true}).(*environment.Assignments)
-	m, _ := lease.NewManager(store, reg, asg, nil, &lease.Options{InstanceID: "bench"})
+	mgr, _ := leasehook.New(leasehook.Sources{Store: store, Drivers: reg, Assignments: asg, Options: &lease.Options{InstanceID: "bench"}})
+	m := mgr.(*lease.Manager)
 	op := authz.Principal{ID: "bench", Role: authz.RoleLocalOperator}
 
 	// kept-B/cycle is measured from here, before the anchor, whose heap is

@@ -21,9 +21,6 @@ import (
 	"github.com/berthdev/berth/lease"
 )
 
-// NewStore returns a fresh, empty store for one subtest.
-type NewStore func(t *testing.T) lease.Store
-
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 // Sample returns a lease for tests with the given id, status and keys;
@@ -46,8 +43,8 @@ var cmpLease = cmp.Options{
 }
 
 // RunStoreTests runs the lease.Store conformance suite against stores made
-// by newStore.
-func RunStoreTests(t *testing.T, newStore NewStore) {
+// by newStore, which returns a fresh, empty store for each subtest.
+func RunStoreTests(t *testing.T, newStore func(t *testing.T) lease.Store) {
 	t.Helper()
 	tests := []struct {
 		name string
@@ -88,7 +85,7 @@ func RunStoreTests(t *testing.T, newStore NewStore) {
 
 func mustInsert(t *testing.T, s lease.Store, l *lease.Lease) *lease.Lease {
 	t.Helper()
-	if _, err := s.InsertLease(context.Background(), l); err != nil {
+	if _, err := s.InsertLease(context.Background(), l, lease.Quotas{}); err != nil {
 		t.Fatalf("InsertLease(%s): %v", l.ID, err)
 	}
 	return l
@@ -109,12 +106,12 @@ func testRoundTrip(t *testing.T, s lease.Store) {
 	in.ProviderLeaseID = "p-1"
 	in.ExpiresAt = t0.Add(time.Hour)
 	in.FailureReason = "why"
-	in.Cleanup, in.CleanupDisposition, in.AfterCleanup = lease.CleanupPending, drivers.Stop, lease.StatusReleased
+	in.Cleanup, in.CleanupDisposition, in.AfterCleanup = "pending", drivers.Stop, lease.StatusReleased
 	in.CleanupEvidence, in.CleanupEvidenceKind = "cgroup emptied", drivers.EvidenceCgroup
-	in.Replaces, in.ReplaceReason, in.Uses = "l0", lease.ReplaceRunnerMismatch, 3
+	in.Replaces, in.ReplaceReason, in.Uses = "l0", "runner_mismatch", 3
 	in.ClaimedBy, in.ClaimedUntil = "o", t0.Add(time.Minute)
 	in.Runner = &drivers.RunnerSpec{Binary: "/opt/berth/runner-arm64", SHA256: strings.Repeat("ab", 32), Arch: "arm64"}
-	holder, err := s.InsertLease(ctx, in)
+	holder, err := s.InsertLease(ctx, in, lease.Quotas{})
 	if err != nil || holder != nil {
 		t.Fatalf("InsertLease: %v, holder %v", err, holder)
 	}
@@ -151,7 +148,7 @@ func testRoundTrip(t *testing.T, s lease.Store) {
 
 func testDuplicateID(t *testing.T, s lease.Store) {
 	mustInsert(t, s, Sample("l1", lease.StatusActive, "", ""))
-	holder, err := s.InsertLease(context.Background(), Sample("l1", lease.StatusActive, "", ""))
+	holder, err := s.InsertLease(context.Background(), Sample("l1", lease.StatusActive, "", ""), lease.Quotas{})
 	if !errors.Is(err, errcode.ErrConflict) || holder != nil {
 		t.Errorf("InsertLease(dup id): %v, holder %v; want ErrConflict, nil", err, holder)
 	}
@@ -159,7 +156,7 @@ func testDuplicateID(t *testing.T, s lease.Store) {
 
 func testReuseKeyUnique(t *testing.T, s lease.Store) {
 	mustInsert(t, s, Sample("a", lease.StatusStarting, "rk", ""))
-	holder, err := s.InsertLease(context.Background(), Sample("b", lease.StatusStarting, "rk", ""))
+	holder, err := s.InsertLease(context.Background(), Sample("b", lease.StatusStarting, "rk", ""), lease.Quotas{})
 	if !errors.Is(err, errcode.ErrConflict) {
 		t.Fatalf("InsertLease(held reuse key): %v, want ErrConflict", err)
 	}
@@ -176,7 +173,7 @@ func testReuseKeyUnique(t *testing.T, s lease.Store) {
 
 func testRunKeyUnique(t *testing.T, s lease.Store) {
 	mustInsert(t, s, Sample("a", lease.StatusStarting, "", "run"))
-	holder, err := s.InsertLease(context.Background(), Sample("b", lease.StatusStarting, "", "run"))
+	holder, err := s.InsertLease(context.Background(), Sample("b", lease.StatusStarting, "", "run"), lease.Quotas{})
 	if !errors.Is(err, errcode.ErrConflict) || holder == nil || holder.ID != "a" {
 		t.Errorf("InsertLease(held run key): %v, holder %v; want ErrConflict and lease a", err, holder)
 	}
@@ -186,7 +183,8 @@ func testUpdateCAS(t *testing.T, s lease.Store) {
 	ctx := context.Background()
 	mustInsert(t, s, Sample("a", lease.StatusStarting, "", ""))
 	l := mustGet(t, s, "a")
-	stale := l.Clone()
+	copied := *l
+	stale := &copied
 	l.Status, l.ProviderLeaseID = lease.StatusActive, "p-1"
 	if err := s.UpdateLease(ctx, l); err != nil {
 		t.Fatalf("UpdateLease: %v", err)
@@ -284,7 +282,7 @@ func testList(t *testing.T, s lease.Store) {
 		{lease.Filter{ProviderLeaseID: "p2"}, []string{"a"}},
 		{lease.Filter{Statuses: []lease.Status{lease.StatusFailed, lease.StatusExpired}}, []string{"b"}},
 		{lease.Filter{Company: "other"}, []string{}},
-		{lease.Filter{Provider: "fake", Environment: "e2"}, []string{"b"}},
+		{lease.Filter{Company: "acme", Environment: "e2"}, []string{"b"}},
 		// Live reads and reads of live statuses go through other
 		// indexes than the history's in the SQL stores.
 		{lease.Filter{Live: true}, []string{"a", "c"}},
@@ -439,7 +437,7 @@ func testConcurrentInsert(t *testing.T, s lease.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.InsertLease(context.Background(), Sample(fmt.Sprintf("l%02d", i), lease.StatusStarting, "rk", ""))
+			_, err := s.InsertLease(context.Background(), Sample(fmt.Sprintf("l%02d", i), lease.StatusStarting, "rk", ""), lease.Quotas{})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

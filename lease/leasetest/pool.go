@@ -26,15 +26,17 @@ func pooledSample(id, fingerprint string, age time.Duration) *lease.Lease {
 	return l
 }
 
-// adoption returns an adoption of env-1's members of fingerprint fp for
-// company acme, run run, claimed by owner.
-func adoption(fp, run, owner string) lease.Adoption {
+// adoption returns the adopting lease of env-1's members of fingerprint
+// fp for company acme, run run, claimed by owner, acquired an hour after
+// t0.
+func adoption(fp, run, owner string) *lease.Lease {
 	now := t0.Add(time.Hour)
-	return lease.Adoption{Environment: "env-1", Fingerprint: fp, Now: now, Lease: &lease.Lease{
+	return &lease.Lease{
+		Environment: "env-1", Fingerprint: fp,
 		Company: "acme", Workspace: "/w", Run: run, Policy: lease.Ephemeral, RunKey: "rk-" + run,
 		Metadata: map[string]string{"run": run}, AcquiredAt: now, LastUsedAt: now,
 		ClaimedBy: owner, ClaimedUntil: now.Add(time.Minute),
-	}}
+	}
 }
 
 // testAdoptPooled: AdoptPooled takes the oldest matching member that
@@ -63,15 +65,15 @@ func testAdoptPooled(t *testing.T, s lease.Store) {
 	}
 
 	ad := adoption("fp1", "r1", "adopter-1")
-	got, err := s.AdoptPooled(ctx, ad)
+	got, err := s.AdoptPooled(ctx, ad, lease.Quotas{})
 	if err != nil {
 		t.Fatalf("AdoptPooled: %v", err)
 	}
 	want := pooledSample("old", "fp1", time.Minute)
 	want.Status, want.Company, want.Workspace, want.Run, want.Policy, want.RunKey = lease.StatusStarting, "acme", "/w", "r1", lease.Ephemeral, "rk-r1"
 	want.Metadata = map[string]string{"run": "r1"}
-	want.AcquiredAt, want.LastUsedAt = ad.Now, ad.Now
-	want.ClaimedBy, want.ClaimedUntil = "adopter-1", ad.Now.Add(time.Minute)
+	want.AcquiredAt, want.LastUsedAt = ad.AcquiredAt, ad.AcquiredAt
+	want.ClaimedBy, want.ClaimedUntil = "adopter-1", ad.AcquiredAt.Add(time.Minute)
 	want.Version = 2
 	if diff := cmp.Diff(want, got, cmpLease); diff != "" {
 		t.Errorf("adopted lease (-want +got):\n%s", diff)
@@ -83,24 +85,24 @@ func testAdoptPooled(t *testing.T, s lease.Store) {
 		t.Errorf("FindByRunKey after adoption: %v, %v", k, err)
 	}
 	// A run key already held: refused, nothing changes.
-	_, err = s.AdoptPooled(ctx, adoption("fp1", "r1", "adopter-2"))
+	_, err = s.AdoptPooled(ctx, adoption("fp1", "r1", "adopter-2"), lease.Quotas{})
 	if !errors.Is(err, errcode.ErrConflict) {
 		t.Fatalf("adoption with a held run key: %v, want ErrConflict", err)
 	}
 	if l := mustGet(t, s, "young"); l.Status != lease.StatusPooled || l.Version != 1 || l.Company != authz.InstanceCompany {
 		t.Errorf("a refused adoption changed member young: %+v", l)
 	}
-	got2, err := s.AdoptPooled(ctx, adoption("fp1", "r2", "adopter-2"))
+	got2, err := s.AdoptPooled(ctx, adoption("fp1", "r2", "adopter-2"), lease.Quotas{})
 	if err != nil || got2.ID != "young" {
 		t.Fatalf("second adoption: %v, %v; want young", got2, err)
 	}
-	if _, err := s.AdoptPooled(ctx, adoption("fp1", "r3", "adopter-3")); !errors.Is(err, errcode.ErrNotFound) {
+	if _, err := s.AdoptPooled(ctx, adoption("fp1", "r3", "adopter-3"), lease.Quotas{}); !errors.Is(err, errcode.ErrNotFound) {
 		t.Fatalf("adoption with no free member left: %v, want ErrNotFound", err)
 	}
 	// The runner member goes only to an adoption for that runner.
 	rad := adoption("fp1", "r4", "adopter-4")
 	rad.Runner = &drivers.RunnerSpec{Binary: "/bin/r", SHA256: "ab", Arch: "amd64"}
-	if got, err := s.AdoptPooled(ctx, rad); err != nil || got.ID != "runner" || got.Runner == nil {
+	if got, err := s.AdoptPooled(ctx, rad, lease.Quotas{}); err != nil || got.ID != "runner" || got.Runner == nil {
 		t.Fatalf("runner adoption: %v, %v", got, err)
 	}
 	for _, id := range []string{"other-fp", "other-env", "claimed"} {
@@ -130,7 +132,7 @@ func testConcurrentAdopt(t *testing.T, s lease.Store) {
 		go func() {
 			defer wg.Done()
 			run := fmt.Sprintf("r%d", i)
-			l, err := s.AdoptPooled(ctx, adoption("fp1", run, "owner-"+run))
+			l, err := s.AdoptPooled(ctx, adoption("fp1", run, "owner-"+run), lease.Quotas{})
 			if errors.Is(err, errcode.ErrNotFound) {
 				return
 			}

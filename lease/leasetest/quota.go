@@ -29,12 +29,12 @@ func liveOf(t *testing.T, s lease.Store, company, env string) (all, onEnv int) {
 	return len(ls), onEnv
 }
 
-// testInsertWithinQuota (issue 51): InsertLeaseWithin counts the company's
-// live leases in the step that writes: an insert that would pass a limit
-// (per company, per company and environment) writes nothing and wraps
-// ErrQuota naming the limit; ended leases, other companies' and the
-// instance company's do not count; a key conflict is answered as
-// InsertLease answers it; and a Quotas that limits nothing is InsertLease.
+// testInsertWithinQuota (issue 51): InsertLease with quotas counts the
+// company's live leases in the step that writes: an insert that would pass
+// a limit (per company, per company and environment) writes nothing and
+// wraps ErrQuota naming the limit; ended leases, other companies' and the
+// instance company's do not count; a key conflict is answered as without
+// quotas; and a Quotas that limits nothing counts nothing.
 func testInsertWithinQuota(t *testing.T, s lease.Store) {
 	ctx := context.Background()
 	q := lease.Quotas{PerCompany: 3, PerCompanyEnvironment: 2}
@@ -49,18 +49,18 @@ func testInsertWithinQuota(t *testing.T, s lease.Store) {
 	for i, env := range []string{"env-1", "env-1", "env-2"} {
 		l := Sample(fmt.Sprintf("q%d", i), lease.StatusStarting, "", "")
 		l.Environment = env
-		if _, err := s.InsertLeaseWithin(ctx, l, q); err != nil {
+		if _, err := s.InsertLease(ctx, l, q); err != nil {
 			t.Fatalf("insert %d within %+v: %v", i, q, err)
 		}
 	}
 	third := Sample("q-env1", lease.StatusStarting, "", "")
-	_, err := s.InsertLeaseWithin(ctx, third, lease.Quotas{PerCompanyEnvironment: 2})
+	_, err := s.InsertLease(ctx, third, lease.Quotas{PerCompanyEnvironment: 2})
 	if !errors.Is(err, lease.ErrQuota) {
 		t.Errorf("a third live lease of acme on env-1 within 2 per environment: %v, want ErrQuota", err)
 	}
 	fourth := Sample("q-env3", lease.StatusStarting, "", "")
 	fourth.Environment = "env-3"
-	_, err = s.InsertLeaseWithin(ctx, fourth, q)
+	_, err = s.InsertLease(ctx, fourth, q)
 	if !errors.Is(err, lease.ErrQuota) {
 		t.Errorf("a fourth live lease of acme within 3 per company: %v, want ErrQuota", err)
 	}
@@ -75,12 +75,12 @@ func testInsertWithinQuota(t *testing.T, s lease.Store) {
 	// Other tenants are not limited by acme's count.
 	g := Sample("globex-2", lease.StatusStarting, "", "")
 	g.Company = "globex"
-	if _, err := s.InsertLeaseWithin(ctx, g, q); err != nil {
+	if _, err := s.InsertLease(ctx, g, q); err != nil {
 		t.Errorf("globex's second lease: %v", err)
 	}
 	ic := Sample("pool-2", lease.StatusStarting, "", "")
 	ic.Company = authz.InstanceCompany
-	if _, err := s.InsertLeaseWithin(ctx, ic, lease.Quotas{PerCompany: 1}); err != nil {
+	if _, err := s.InsertLease(ctx, ic, lease.Quotas{PerCompany: 1}); err != nil {
 		t.Errorf("an instance lease under a quota: %v (the instance company counts for nobody)", err)
 	}
 	// A lease that ends frees its place.
@@ -89,24 +89,24 @@ func testInsertWithinQuota(t *testing.T, s lease.Store) {
 	if err := s.UpdateLease(ctx, done); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.InsertLeaseWithin(ctx, fourth, q); err != nil {
+	if _, err := s.InsertLease(ctx, fourth, q); err != nil {
 		t.Errorf("after one ended: %v", err)
 	}
 	// A taken key is a conflict with its holder, quota or not.
 	keyed := Sample("keyed", lease.StatusActive, "", "run-key")
 	keyed.Company = "initech"
-	if _, err := s.InsertLeaseWithin(ctx, keyed, q); err != nil {
+	if _, err := s.InsertLease(ctx, keyed, q); err != nil {
 		t.Fatal(err)
 	}
 	dup := Sample("keyed-2", lease.StatusStarting, "", "run-key")
 	dup.Company = "initech"
-	holder, err := s.InsertLeaseWithin(ctx, dup, q)
+	holder, err := s.InsertLease(ctx, dup, q)
 	if !errors.Is(err, errcode.ErrConflict) || holder == nil || holder.ID != "keyed" {
 		t.Errorf("insert of a held run key within quotas: %v, %v; want ErrConflict with its holder", holder, err)
 	}
-	// No limit: InsertLease.
+	// No limit: a plain insert.
 	free := Sample("free", lease.StatusStarting, "", "")
-	if _, err := s.InsertLeaseWithin(ctx, free, lease.Quotas{}); err != nil {
+	if _, err := s.InsertLease(ctx, free, lease.Quotas{}); err != nil {
 		t.Errorf("insert without limits: %v", err)
 	}
 }
@@ -135,7 +135,7 @@ func testConcurrentInsertsWithinQuota(t *testing.T, s lease.Store) {
 				defer wg.Done()
 				l := Sample(fmt.Sprintf("%s-%d", tc.company, i), lease.StatusStarting, "", "")
 				l.Company = tc.company
-				_, err := s.InsertLeaseWithin(ctx, l, tc.q)
+				_, err := s.InsertLease(ctx, l, tc.q)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -164,13 +164,11 @@ func testAdoptWithinQuota(t *testing.T, s lease.Store) {
 	mustInsert(t, s, pooledSample("m2", "fp1", time.Second))
 	mustInsert(t, s, Sample("busy", lease.StatusActive, "", ""))
 	ad := adoption("fp1", "r1", "adopter-1")
-	ad.Quotas = lease.Quotas{PerCompany: 2}
-	if got, err := s.AdoptPooled(ctx, ad); err != nil || got.ID != "m1" {
+	if got, err := s.AdoptPooled(ctx, ad, lease.Quotas{PerCompany: 2}); err != nil || got.ID != "m1" {
 		t.Fatalf("adoption within 2 with 1 live: %v, %v", got, err)
 	}
 	ad2 := adoption("fp1", "r2", "adopter-2")
-	ad2.Quotas = lease.Quotas{PerCompany: 2}
-	if _, err := s.AdoptPooled(ctx, ad2); !errors.Is(err, lease.ErrQuota) {
+	if _, err := s.AdoptPooled(ctx, ad2, lease.Quotas{PerCompany: 2}); !errors.Is(err, lease.ErrQuota) {
 		t.Errorf("adoption with 2 live within 2: %v, want ErrQuota", err)
 	}
 	if l := mustGet(t, s, "m2"); l.Status != lease.StatusPooled || l.Company != authz.InstanceCompany {

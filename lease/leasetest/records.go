@@ -79,7 +79,7 @@ func testDelete(t *testing.T, s lease.Store) {
 	if err := s.DeleteLease(ctx, "a", l.Version); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("DeleteLease of a missing lease: %v, want ErrNotFound", err)
 	}
-	if _, err := s.InsertLease(ctx, Sample("b", lease.StatusActive, "", "run-key")); err != nil {
+	if _, err := s.InsertLease(ctx, Sample("b", lease.StatusActive, "", "run-key"), lease.Quotas{}); err != nil {
 		t.Errorf("the run key of a deleted lease is still held: %v", err)
 	}
 }

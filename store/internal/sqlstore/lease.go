@@ -253,10 +253,10 @@ func scanLease(s scanner) (*lease.Lease, error) {
 	}
 	l.Status, l.Policy = lease.Status(status), lease.Policy(policy)
 	l.AcquiredAt, l.LastUsedAt, l.ExpiresAt, l.ReleasedAt = fromNanos(acquired), fromNanos(lastUsed), fromNanos(expires), fromNanos(released)
-	l.Cleanup, l.CleanupDisposition, l.AfterCleanup = lease.CleanupStatus(cleanup), drivers.Disposition(disposition), lease.Status(afterCleanup)
+	l.Cleanup, l.CleanupDisposition, l.AfterCleanup = cleanup, drivers.Disposition(disposition), lease.Status(afterCleanup)
 	l.CleanupAttempts, l.Uses = int(attempts), int(uses)
 	l.ReuseKey, l.RunKey = reuseKey.String, runKey.String
-	l.ReplaceReason = lease.ReplaceReason(replaceReason)
+	l.ReplaceReason = replaceReason
 	l.CleanupEvidenceKind = drivers.EvidenceKind(evidenceKind)
 	l.ClaimedUntil, l.HolderUntil = fromNanos(claimedUntil), fromNanos(holderUntil)
 	if err := fromJSONText(config, &l.Config); err != nil {
@@ -316,14 +316,14 @@ func (db *DB) leaseKeyHolder(ctx context.Context, l *lease.Lease) (*lease.Lease,
 	return o, err
 }
 
-// InsertLease implements lease.Store. The insert is one statement with ON
-// CONFLICT DO NOTHING: the primary key and the partial unique indexes on
+// insertLease is InsertLease without quotas. The insert is one statement
+// with ON CONFLICT DO NOTHING: the primary key and the partial unique indexes on
 // reuse_key and run_key decide between concurrent inserts in any processes,
 // so of concurrent acquisitions of one key exactly one writes its record
 // (LEASE-8, LEASE-10). A refused insert is answered with the lease that
 // holds the key, read after the refusal; if that lease gave the key up in
 // between, the insert is tried again.
-func (db *DB) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
+func (db *DB) insertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
 	if l == nil || l.ID == "" {
 		return nil, errors.New("sqlstore: insert lease: empty id")
 	}
@@ -483,7 +483,7 @@ func (db *DB) listLeasesSQL(f lease.Filter) (string, []any) {
 	var args []any
 	for _, c := range []struct{ column, value string }{
 		{"company", f.Company}, {"environment_id", f.Environment}, {"run", f.Run},
-		{"provider", f.Provider}, {"provider_lease_id", f.ProviderLeaseID},
+		{"provider_lease_id", f.ProviderLeaseID},
 	} {
 		if c.value != "" {
 			q += " AND " + c.column + " = ?"
@@ -772,13 +772,13 @@ func (db *DB) prunePickSQL(limit int) string {
 // statement runs under the database's write lock. Either way one member
 // goes to one adoption (LEASE-10). Members are read through the partial
 // index leases_pooled.
-func (db *DB) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease, error) {
-	if ad.Lease == nil || !ad.Quotas.Limits(ad.Lease.Company) {
+func (db *DB) AdoptPooled(ctx context.Context, ad *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
+	if ad == nil || !limits(q) {
 		return db.adoptOn(ctx, db.writes(), ad)
 	}
 	var l *lease.Lease
 	err := db.inTx(ctx, func(tx handle) error {
-		if err := db.admitQuota(ctx, tx, ad.Quotas, ad.Lease.Company, ad.Environment); err != nil {
+		if err := db.admitQuota(ctx, tx, q, ad.Company, ad.Environment); err != nil {
 			return err
 		}
 		var err error
@@ -793,16 +793,16 @@ func (db *DB) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease,
 
 // adoptOn is AdoptPooled's statement on h (the pool, or a transaction that
 // checked the adopting company's quotas).
-func (db *DB) adoptOn(ctx context.Context, h handle, ad lease.Adoption) (*lease.Lease, error) {
-	a := ad.Lease
+func (db *DB) adoptOn(ctx context.Context, h handle, a *lease.Lease) (*lease.Lease, error) {
 	if a == nil {
-		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: no adopting lease: %w", ad.Environment, errcode.ErrInvalid)
+		return nil, fmt.Errorf("sqlstore: adopt a pooled lease: no adopting lease: %w", errcode.ErrInvalid)
 	}
+	ad := a
 	metadata, err := jsonText(a.Metadata)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: adopt a pooled lease of environment %s: metadata: %w", ad.Environment, err)
 	}
-	n := nanos(ad.Now)
+	n := nanos(ad.AcquiredAt)
 	pick := "SELECT id FROM leases WHERE status = ? AND environment_id = ? AND fingerprint = ? AND "
 	pickArgs := []any{string(lease.StatusPooled), ad.Environment, ad.Fingerprint}
 	if ad.Runner == nil {
@@ -821,7 +821,7 @@ func (db *DB) adoptOn(ctx context.Context, h handle, ad lease.Adoption) (*lease.
 		metadata = ?, replaces = ?, replace_reason = ?, acquired_at = ?, last_used_at = ?, claimed_by = ?, claimed_until = ?,
 		version = version + 1`
 	setArgs := []any{string(lease.StatusStarting), a.Company, a.Workspace, a.Run, string(a.Policy), nullText(a.ReuseKey), nullText(a.RunKey),
-		metadata, a.Replaces, string(a.ReplaceReason), nanos(a.AcquiredAt), nanos(a.LastUsedAt), a.ClaimedBy, nanos(a.ClaimedUntil)}
+		metadata, a.Replaces, a.ReplaceReason, nanos(a.AcquiredAt), nanos(a.LastUsedAt), a.ClaimedBy, nanos(a.ClaimedUntil)}
 	var q string
 	var args []any
 	if db.d == postgres {

@@ -9,6 +9,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store/internal/sqlstore"
@@ -69,7 +70,8 @@ func acquireReleaseCycle(b testing.TB, store lease.Store) func(i int) {
 	env := &environment.Environment{ID: "env-bench", Name: "bench", Driver: drv.Name(),
 		Status: environment.StatusActive, Config: cfg, Revision: 1}
 	reg := drivers.NewRegistry(drv)
-	m, _ := lease.NewManager(store, reg, assignmentsWith(b, reg, env), nil, nil)
+	mgr, _ := leasehook.New(leasehook.Sources{Store: store, Drivers: reg, Assignments: assignmentsWith(b, reg, env)})
+	m := mgr.(*lease.Manager)
 	ctx := context.Background()
 	return func(i int) {
 		h, err := m.Acquire(ctx, leaseOperator, lease.AcquireRequest{

@@ -26,7 +26,7 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 	for i, st := range []lease.Status{lease.StatusReleased, lease.StatusExpired, lease.StatusFailed, lease.StatusActive} {
 		l := leasetest.Sample(string(rune('a'+i)), st, "", "")
 		l.ReleasedAt = time.Now()
-		if _, err := db.InsertLease(ctx, l); err != nil {
+		if _, err := db.InsertLease(ctx, l, lease.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,7 +123,7 @@ func TestLeaseQueriesUseIndexesPostgres(t *testing.T) {
 		}
 		l := leasetest.Sample(fmt.Sprint("l", i), st, "", "")
 		l.Environment, l.ProviderLeaseID, l.ReleasedAt = "env-1", fmt.Sprint("sbx-", i), time.Now()
-		if _, err := db.InsertLease(ctx, l); err != nil {
+		if _, err := db.InsertLease(ctx, l, lease.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
 	}

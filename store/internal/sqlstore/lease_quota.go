@@ -10,7 +10,7 @@ import (
 	"github.com/berthdev/berth/lease"
 )
 
-// errInsertRefused is what InsertLeaseWithin's transaction returns when its
+// errInsertRefused is what InsertLease's quota transaction returns when its
 // INSERT changed nothing (a taken id or key): the transaction rolls back,
 // and the refusal is told apart outside it.
 var errInsertRefused = errors.New("sqlstore: insert refused by a unique key")
@@ -44,14 +44,20 @@ func (db *DB) admitQuota(ctx context.Context, tx handle, q lease.Quotas, company
 	return q.Admit(company, env, all, onEnv)
 }
 
-// InsertLeaseWithin implements lease.Store: one transaction that takes the
+// limits reports whether q sets a limit: then an insert or an adoption
+// counts the company's live leases in its step (q.Admit answers for
+// companies no quota counts).
+func limits(q lease.Quotas) bool { return q.PerCompany > 0 || q.PerCompanyEnvironment > 0 }
+
+// InsertLease implements lease.Store. Without a limit in q it is one
+// statement (insertLease); with one it is one transaction that takes the
 // company's quota lock, counts its live leases and inserts l (ON CONFLICT
 // DO NOTHING), so that of concurrent inserts of one company, from any
 // number of processes, no two pass a limit on one count. A refused insert
-// is answered as InsertLease answers it.
-func (db *DB) InsertLeaseWithin(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
-	if l == nil || !q.Limits(l.Company) {
-		return db.InsertLease(ctx, l)
+// is answered as insertLease answers it.
+func (db *DB) InsertLease(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
+	if l == nil || !limits(q) {
+		return db.insertLease(ctx, l)
 	}
 	if l.ID == "" {
 		return nil, errors.New("sqlstore: insert lease: empty id")

@@ -31,7 +31,7 @@ func TestReleaseAfterPostgresDroppedConnections(t *testing.T) {
 	if err != nil {
 		t.Fatalf("release after the connections dropped: %v", err)
 	}
-	if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed {
+	if l.Status != lease.StatusReleased || l.Cleanup != "confirmed" {
 		t.Errorf("lease is %s, cleanup %s; want released, confirmed", l.Status, l.Cleanup)
 	}
 	testenv.DropPostgresConnections(t, url)

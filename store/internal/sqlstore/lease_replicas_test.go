@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -69,7 +70,7 @@ type replicas struct {
 const sweepLimit = 3
 
 // newReplicas builds two replicas; with noOrphanSearch their sweeps search
-// no environment for orphans (lease.Options.SweepEnvironments).
+// no environment for orphans (leasehook.Sources.SweepEnvironments).
 func newReplicas(t *testing.T, noOrphanSearch bool) *replicas {
 	t.Helper()
 	url := testenv.Postgres(t)
@@ -90,11 +91,13 @@ func newReplicas(t *testing.T, noOrphanSearch bool) *replicas {
 		t.Cleanup(func() { db.Close() })
 		r.stores[i] = db
 		o := &lease.Options{InstanceID: "berth-test"}
-		leasetune.Update(&o.Tuning, func(k *leasetune.Knobs) { k.PollInterval, k.SweepLimit = 5*time.Millisecond, sweepLimit })
+		leasehook.Tune(o, func(k *leasetune.Knobs) { k.PollInterval, k.SweepLimit = 5*time.Millisecond, sweepLimit })
+		src := leasehook.Sources{Store: db, Drivers: reg, Assignments: asg, Options: o}
 		if noOrphanSearch {
-			o.SweepEnvironments = func(context.Context) ([]*environment.Environment, error) { return nil, nil }
+			src.SweepEnvironments = func(context.Context) ([]*environment.Environment, error) { return nil, nil }
 		}
-		r.managers[i], _ = lease.NewManager(db, reg, asg, nil, o)
+		mgr, _ := leasehook.New(src)
+		r.managers[i] = mgr.(*lease.Manager)
 	}
 	return r
 }
@@ -260,7 +263,7 @@ func testSweepEachCleanupOnce(t *testing.T, r *replicas) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Status != lease.StatusReleased || l.Cleanup != lease.CleanupConfirmed || l.CleanupAttempts != 1 {
+		if l.Status != lease.StatusReleased || l.Cleanup != "confirmed" || l.CleanupAttempts != 1 {
 			t.Errorf("lease %s: status %s, cleanup %q, %d cleanup attempts; want released, confirmed, 1",
 				id, l.Status, l.Cleanup, l.CleanupAttempts)
 		}

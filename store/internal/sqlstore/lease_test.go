@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
-
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/lease/leasetest"
@@ -29,12 +29,8 @@ type twoPools struct {
 
 func (p *twoPools) pick() *DB { return p.dbs[p.next.Add(1)%2] }
 
-func (p *twoPools) InsertLease(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
-	return p.pick().InsertLease(ctx, l)
-}
-
-func (p *twoPools) InsertLeaseWithin(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
-	return p.pick().InsertLeaseWithin(ctx, l, q)
+func (p *twoPools) InsertLease(ctx context.Context, l *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
+	return p.pick().InsertLease(ctx, l, q)
 }
 
 func (p *twoPools) GetLease(ctx context.Context, id string) (*lease.Lease, error) {
@@ -123,8 +119,8 @@ func TestLeaseEveryFieldRoundTrips(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			s := openTest(t, db.url(t))
-			want := in.Clone()
-			if _, err := s.InsertLease(context.Background(), want); err != nil {
+			want := cloneLease(in)
+			if _, err := s.InsertLease(context.Background(), want, lease.Quotas{}); err != nil {
 				t.Fatal(err)
 			}
 			got, err := s.GetLease(context.Background(), want.ID)
@@ -138,6 +134,18 @@ func TestLeaseEveryFieldRoundTrips(t *testing.T) {
 	}
 }
 
-func (p *twoPools) AdoptPooled(ctx context.Context, ad lease.Adoption) (*lease.Lease, error) {
-	return p.pick().AdoptPooled(ctx, ad)
+func (p *twoPools) AdoptPooled(ctx context.Context, ad *lease.Lease, q lease.Quotas) (*lease.Lease, error) {
+	return p.pick().AdoptPooled(ctx, ad, q)
+}
+
+// cloneLease returns a deep copy of l, as a Store returns one.
+func cloneLease(l *lease.Lease) *lease.Lease {
+	c := *l
+	c.Config = l.Config.Clone()
+	c.Labels, c.Metadata = maps.Clone(l.Labels), maps.Clone(l.Metadata)
+	if l.Runner != nil {
+		r := *l.Runner
+		c.Runner = &r
+	}
+	return &c
 }

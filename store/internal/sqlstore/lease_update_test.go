@@ -27,7 +27,7 @@ func TestLeaseUpdateOfChangedColumnsOnly(t *testing.T) {
 		l := &lease.Lease{ID: "lse_1", Company: "acme", Environment: "env", Run: "r1", Status: lease.StatusStarting,
 			Policy: lease.Ephemeral, Provider: "fake", AcquiredAt: t0, RunKey: "run:1", Fingerprint: "fp",
 			Config: config.Config{"image": "x"}, Labels: map[string]string{"k": "v"}, ClaimedBy: "m#1", ClaimedUntil: t0.Add(time.Minute)}
-		if _, err := a.InsertLease(ctx, l); err != nil {
+		if _, err := a.InsertLease(ctx, l, lease.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
 		check := func(want *lease.Lease) {
@@ -46,7 +46,7 @@ func TestLeaseUpdateOfChangedColumnsOnly(t *testing.T) {
 		if _, ok := a.leaseRows.get(l.ID, 1); !ok {
 			t.Fatal("the inserted row is not remembered: the update below would be a full one")
 		}
-		upd := l.Clone()
+		upd := cloneLease(l)
 		upd.ProviderLeaseID = "fake-1"
 		if err := a.UpdateLease(ctx, upd); err != nil {
 			t.Fatal(err)
@@ -63,7 +63,7 @@ func TestLeaseUpdateOfChangedColumnsOnly(t *testing.T) {
 		}
 		check(other)
 		// a's remembered version is stale now: refused, nothing changes.
-		stale := upd.Clone()
+		stale := cloneLease(upd)
 		stale.FailureReason = "stale"
 		if err := a.UpdateLease(ctx, stale); !errors.Is(err, errcode.ErrConflict) {
 			t.Fatalf("update from a stale version: %v, want ErrConflict", err)
@@ -78,7 +78,7 @@ func TestLeaseUpdateOfChangedColumnsOnly(t *testing.T) {
 		if _, ok := a.leaseRows.get(l.ID, cl.Version); !ok {
 			t.Fatal("the claimed row is not remembered")
 		}
-		fin := cl.Clone()
+		fin := cloneLease(cl)
 		fin.Status, fin.RunKey, fin.ReleasedAt, fin.ClaimedBy, fin.ClaimedUntil = lease.StatusReleased, "", t0.Add(time.Second), "", time.Time{}
 		if err := a.UpdateLease(ctx, fin); err != nil {
 			t.Fatal(err)
@@ -87,7 +87,7 @@ func TestLeaseUpdateOfChangedColumnsOnly(t *testing.T) {
 		// The run key is free again for a new lease.
 		n := &lease.Lease{ID: "lse_2", Company: "acme", Environment: "env", Status: lease.StatusStarting, Policy: lease.Ephemeral,
 			Provider: "fake", RunKey: "run:1"}
-		if _, err := b.InsertLease(ctx, n); err != nil {
+		if _, err := b.InsertLease(ctx, n, lease.Quotas{}); err != nil {
 			t.Fatalf("insert with the released run key: %v", err)
 		}
 	})
@@ -110,10 +110,10 @@ func TestLeaseClaimOfRememberedRow(t *testing.T) {
 		l := &lease.Lease{ID: "lse_1", Company: "acme", Environment: "env", Run: "r1", Status: lease.StatusStarting,
 			Policy: lease.Ephemeral, Provider: "fake", AcquiredAt: t0, RunKey: "run:1", Fingerprint: "fp",
 			Config: config.Config{"image": "x"}, Labels: map[string]string{"k": "v"}, Metadata: map[string]string{"m": "0"}}
-		if _, err := a.InsertLease(ctx, l); err != nil {
+		if _, err := a.InsertLease(ctx, l, lease.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
-		act := l.Clone()
+		act := cloneLease(l)
 		act.Status, act.ProviderLeaseID, act.LastUsedAt, act.ExpiresAt, act.Uses = lease.StatusActive, "fake-1", t0, t0.Add(time.Hour), 1
 		if err := a.UpdateLease(ctx, act); err != nil {
 			t.Fatal(err)

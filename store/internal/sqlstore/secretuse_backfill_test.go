@@ -25,7 +25,7 @@ func TestSecretUseBackfill(t *testing.T) {
 		ended := leasetest.Sample("ended", lease.StatusExpired, "", "")
 		ended.Config = config.Config{"api_key": config.SecretRef{ID: "old", Version: 1}}
 		for _, l := range []*lease.Lease{live, ended} {
-			if _, err := db.InsertLease(ctx, l); err != nil {
+			if _, err := db.InsertLease(ctx, l, lease.Quotas{}); err != nil {
 				t.Fatal(err)
 			}
 		}

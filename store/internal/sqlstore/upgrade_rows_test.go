@@ -127,23 +127,23 @@ func makeUpgradeRows() upgradeRows {
 		ID: "lease_released", Company: "acme", Environment: "env_docker", Run: "run-2",
 		Status: lease.StatusReleased, Policy: lease.Ephemeral, Provider: "docker", ProviderLeaseID: "c0ffee",
 		AcquiredAt: t(13 * time.Minute), LastUsedAt: t(14 * time.Minute), ReleasedAt: t(15 * time.Minute),
-		Cleanup: lease.CleanupConfirmed, CleanupDisposition: drivers.Destroy, CleanupAttempts: 1,
+		Cleanup: "confirmed", CleanupDisposition: drivers.Destroy, CleanupAttempts: 1,
 		CleanupEvidence: "container c0ffee removed", CleanupEvidenceKind: drivers.EvidenceProvider,
 		Fingerprint: "sha256:bb", Labels: labels("lease_released"),
 	}, {
 		ID: "lease_draft", Company: "acme", Environment: "env_docker",
 		Status: lease.StatusPendingCleanup, Policy: lease.Ephemeral, Provider: "docker", ProviderLeaseID: "dead00",
 		AcquiredAt: t(16 * time.Minute), ReleasedAt: t(17 * time.Minute),
-		FailureReason: "probe: timed out", Cleanup: lease.CleanupPending, CleanupDisposition: drivers.Destroy,
+		FailureReason: "probe: timed out", Cleanup: "pending", CleanupDisposition: drivers.Destroy,
 		AfterCleanup: lease.StatusFailed, CleanupAttempts: 3,
-		Fingerprint: "sha256:cc", Replaces: "lease_released", ReplaceReason: lease.ReplaceReason("unhealthy"),
+		Fingerprint: "sha256:cc", Replaces: "lease_released", ReplaceReason: "unhealthy",
 		Labels:    labels("lease_draft"),
 		ClaimedBy: "sweeper-1", ClaimedUntil: t(18 * time.Minute), Draft: true,
 	}, {
 		ID: "lease_failed", Company: "globex", Environment: "env_ssh",
 		Status: lease.StatusFailed, Policy: lease.Ephemeral, Provider: "ssh",
 		AcquiredAt: t(19 * time.Minute), ReleasedAt: t(20 * time.Minute), FailureReason: "dial: connection refused",
-		Cleanup: lease.CleanupConfirmed, CleanupEvidence: "cgroup berth-lease_failed empty", CleanupEvidenceKind: drivers.EvidenceCgroup,
+		Cleanup: "confirmed", CleanupEvidence: "cgroup berth-lease_failed empty", CleanupEvidenceKind: drivers.EvidenceCgroup,
 		Fingerprint: "sha256:dd", Labels: labels("lease_failed"),
 	}}
 	r.authChecks = []handover.AuthCheck{{

@@ -218,11 +218,11 @@ func checkUpgraded(t *testing.T, db *DB) {
 	}
 	fresh := &lease.Lease{ID: "lease_new", Company: "acme", Environment: "env_ssh", Status: lease.StatusStarting,
 		Policy: lease.Ephemeral, Provider: "ssh", AcquiredAt: now, Fingerprint: "sha256:ee", ReuseKey: "reuse-ws-1"}
-	if _, err := db.InsertLease(ctx, fresh); !errors.Is(err, errcode.ErrConflict) {
+	if _, err := db.InsertLease(ctx, fresh, lease.Quotas{}); !errors.Is(err, errcode.ErrConflict) {
 		t.Errorf("InsertLease with the reuse key of an upgraded live lease = %v, want ErrConflict", err)
 	}
 	fresh.ReuseKey = "reuse-new"
-	if _, err := db.InsertLease(ctx, fresh); err != nil {
+	if _, err := db.InsertLease(ctx, fresh, lease.Quotas{}); err != nil {
 		t.Errorf("InsertLease after the upgrade: %v", err)
 	}
 }
