@@ -102,9 +102,6 @@ type Set uint32
 const (
 	// allCapabilities holds every capability.
 	allCapabilities Set = 1<<numCapabilities - 1
-	// driverLevel holds the capabilities tied to an optional interface of a
-	// Driver (Resumer, Lister, Destroyer, TemplateDeleter).
-	driverLevel Set = 1<<CapReuse | 1<<CapList | 1<<CapDestroyByID | 1<<CapTemplateDelete
 	// sandboxLevel holds the capabilities tied to an optional interface of a
 	// Sandbox (StreamExecer, ImageReporter, Terminal, Capturer,
 	// RunnerHost). Only a live sandbox can show that they are implemented.
