@@ -158,7 +158,8 @@ func publicDecls(t *testing.T) (sentinels, errTypes []string) {
 func TestEverySentinelCarriesItsCode(t *testing.T) {
 	t.Parallel()
 	sentinels, _ := publicDecls(t)
-	if len(sentinels) < 40 {
+	// 34 when issue 48 landed: a walk that finds far fewer is broken.
+	if len(sentinels) < 30 {
 		t.Fatalf("found %d sentinels; the source walk is broken", len(sentinels))
 	}
 	found := map[string]bool{}
