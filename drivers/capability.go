@@ -38,6 +38,9 @@ const (
 	CapTemplateDelete
 	// CapRunnerIngress: the sandbox hosts berth's runner and carries its connections to the host (RunnerHost).
 	CapRunnerIngress
+	// CapFiles: tar streams of the sandbox's files both ways and a
+	// directory's listing, under its working directory (Files).
+	CapFiles
 
 	numCapabilities
 )
@@ -53,6 +56,7 @@ var capNames = [numCapabilities]string{
 	CapTemplateCapture: "template_capture",
 	CapTemplateDelete:  "template_delete",
 	CapRunnerIngress:   "runner_ingress",
+	CapFiles:           "files",
 }
 
 // String returns the stable snake_case name ("exec", "stream_exec", ...).
@@ -104,8 +108,8 @@ const (
 	allCapabilities Set = 1<<numCapabilities - 1
 	// sandboxLevel holds the capabilities tied to an optional interface of a
 	// Sandbox (StreamExecer, ImageReporter, Terminal, Capturer,
-	// RunnerHost). Only a live sandbox can show that they are implemented.
-	sandboxLevel Set = 1<<CapStreamExec | 1<<CapImageIdentity | 1<<CapTerminal | 1<<CapTemplateCapture | 1<<CapRunnerIngress
+	// RunnerHost, Files). Only a live sandbox can show that they are implemented.
+	sandboxLevel Set = 1<<CapStreamExec | 1<<CapImageIdentity | 1<<CapTerminal | 1<<CapTemplateCapture | 1<<CapRunnerIngress | 1<<CapFiles
 )
 
 // NewSet returns the set holding caps; an unknown capability is left out.

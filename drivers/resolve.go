@@ -128,7 +128,7 @@ func DriverAs[T any](d Driver) (T, error) {
 // SandboxAs returns the live sandbox sb as T, one of the sandbox-level
 // optional interfaces (StreamExecer: CapStreamExec, ImageReporter:
 // CapImageIdentity, Terminal: CapTerminal, Capturer: CapTemplateCapture,
-// RunnerHost: CapRunnerIngress), when sb implements it and narrowed does
+// RunnerHost: CapRunnerIngress, Files: CapFiles), when sb implements it and narrowed does
 // not hold its capability, else an error wrapping ErrUnsupported that names
 // the sandbox and capability. Pass Narrowing(driver, policy) as narrowed
 // to honour the driver's declaration.
@@ -172,6 +172,8 @@ func capabilityOf[T any]() (Capability, bool) {
 		return CapTemplateCapture, true
 	case *RunnerHost:
 		return CapRunnerIngress, true
+	case *Files:
+		return CapFiles, true
 	}
 	return 0, false
 }

@@ -74,7 +74,7 @@ func (*imageSandbox) ImageIdentity(context.Context) (images.Identity, error) {
 // all is every capability.
 func all() drivers.Set {
 	var s drivers.Set
-	for c := drivers.CapExec; c <= drivers.CapRunnerIngress; c++ {
+	for c := drivers.CapExec; c <= drivers.CapFiles; c++ {
 		s |= drivers.NewSet(c)
 	}
 	return s
@@ -86,7 +86,7 @@ func TestEffective(t *testing.T) {
 	calls := &atomic.Int64{}
 	base := countingDriver{name: "d", ioCalls: calls}
 	withDecl := func(s drivers.Set) countingDriver { b := base; b.declared = s; return b }
-	sb := drivers.NewSet(drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture, drivers.CapRunnerIngress) // taken from the declaration: only a live sandbox shows it
+	sb := drivers.NewSet(drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture, drivers.CapRunnerIngress, drivers.CapFiles) // taken from the declaration: only a live sandbox shows it
 	for _, tc := range []struct {
 		name     string
 		d        drivers.Driver

@@ -25,7 +25,7 @@ import (
 // errors.Is against the drivers sentinels, never by message text.
 //
 // The target needs a POSIX sh: commands used are echo, cat, pwd, sleep,
-// exit and sh -c, which exist in busybox (an in-process driver such as the
+// exit, ln -s and sh -c, which exist in busybox (an in-process driver such as the
 // fake registers the scripts of several commands). The error-table subtests (one per Failure) run when the
 // harness implements FailureHarness; the parallel subtest's width is
 // 32 workers unless the harness implements ParallelHarness.
@@ -64,6 +64,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	gated(t, "runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerIngress)
 	gated(t, "a launched runner is one host process that Release ends", drivers.CapRunnerIngress, newHarness, testRunnerProcess)
 	ungated(t, "acquire with a runner is refused without runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerRefused)
+	fileSubtests(t, newHarness)
 }
 
 // CAP-1, CAP-2: the declaration is static, cheap, and equal to what the

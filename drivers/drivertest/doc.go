@@ -32,7 +32,7 @@
 // Acquire with a Runner before allocating anything.
 //
 // The target must offer a POSIX sh: the suite runs echo, cat, pwd, sleep,
-// exit and sh -c scripts (busybox is enough; a driver that runs argv and
+// exit, ln -s and sh -c scripts (busybox is enough; a driver that runs argv and
 // no shell, as the fake does, registers ScriptHandlers, the suite's scripts
 // of several commands done in Go). Whatever the driver needs to run (a
 // server, an engine, a fake API) is the harness's to start; the suite

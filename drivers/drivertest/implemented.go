@@ -19,6 +19,7 @@ var (
 		drivers.CapTerminal:        func(sb drivers.Sandbox) bool { _, ok := sb.(drivers.Terminal); return ok },
 		drivers.CapTemplateCapture: func(sb drivers.Sandbox) bool { _, ok := sb.(drivers.Capturer); return ok },
 		drivers.CapRunnerIngress:   func(sb drivers.Sandbox) bool { _, ok := sb.(drivers.RunnerHost); return ok },
+		drivers.CapFiles:           func(sb drivers.Sandbox) bool { _, ok := sb.(drivers.Files); return ok },
 	}
 )
 

@@ -28,13 +28,18 @@
 // nothing, there is nothing of berth's to remove, process 1 has an empty
 // environment), true, false, echo [-n], uname (-s -n -r -v -m -o -a),
 // cat (stdin, /etc/os-release, /etc/hostname), sleep (on the driver's clock),
-// env, pwd, exit [N], and sh -c of ONE such command: its words split with
+// env, pwd, exit [N], ln -s TARGET NAME (a link in the sandbox's files), and sh -c of ONE such command: its words split with
 // 'single' and "double" quotes, backslashes, $NAME, ${NAME} and $0..$9.
 // Anything else (another program, a list, a pipeline, a redirection, a
 // substitution) exits 127 with a message on stderr that names the handler
 // to register, e.g.
 //
 //	fake: no handler for "make": register one in Options.Handlers["make"]
+//
+// Files (drivers.Files) are an in-memory tree per sandbox under its
+// working directory: PutArchive unpacks into it, refusing an entry that
+// leaves the directory, GetArchive and ReadDir read it, and no operation
+// follows a symbolic link.
 //
 // The terminal is an echo shell that runs each line as sh -c LINE.
 // HostRunner runs internal/runner in this process on a unix socket: the tasks

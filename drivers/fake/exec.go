@@ -67,6 +67,7 @@ var builtins = map[string]func(d *Driver, ctx context.Context, inv Invocation, a
 	"uname": (*Driver).uname,
 	"cat":   (*Driver).cat,
 	"sleep": (*Driver).sleep,
+	"ln":    (*Driver).ln,
 }
 
 func echo(_ *Driver, _ context.Context, inv Invocation, args []string) (int, error) {

@@ -96,6 +96,7 @@ type box struct {
 	readyAt         time.Time
 	alive           context.Context // cancelled and dropped (end) when the sandbox stops or vanishes
 	cancel          context.CancelFunc
+	files           map[string]*node // drivers.Files' tree under the working directory, by cleaned relative path; guarded by Driver.mu
 }
 
 func (b *box) boot(now time.Time, delay time.Duration) {
@@ -187,7 +188,7 @@ func New(opts *Options) *Driver {
 // allCapabilities is every capability: the fake implements them all.
 var allCapabilities = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
 	drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
-	drivers.CapTemplateDelete, drivers.CapRunnerIngress)
+	drivers.CapTemplateDelete, drivers.CapRunnerIngress, drivers.CapFiles)
 
 // controls are the test controls of a Driver (internal/fakectl).
 type controls Driver
@@ -502,10 +503,11 @@ const (
 	opDeleteTemplate               // TemplateDeleter.DeleteTemplate
 	opHealth                       // drivers.HealthChecker.CheckHealth
 	opRunner                       // drivers.RunnerHost.HostRunner and RunnerIngress.Launch
+	opFiles                        // drivers.Files: PutArchive, GetArchive, ReadDir
 	numOps
 )
 
-var opNames = strings.Fields("create start exec stream terminal stop destroy resume list image_identity capture delete_template health runner")
+var opNames = strings.Fields("create start exec stream terminal stop destroy resume list image_identity capture delete_template health runner files")
 
 // String returns the operation's name ("create", "exec", ...).
 func (o opKind) String() string {

@@ -57,7 +57,7 @@ func TestDeclarationOptions(t *testing.T) {
 	t.Parallel()
 	all := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
 		drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
-		drivers.CapTemplateDelete, drivers.CapRunnerIngress)
+		drivers.CapTemplateDelete, drivers.CapRunnerIngress, drivers.CapFiles)
 	if got := drivers.Effective(fake.New(nil), 0); got != all {
 		t.Errorf("default Effective = %s, want all", got)
 	}

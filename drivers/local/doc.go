@@ -13,9 +13,17 @@
 // os/exec, each in its own process group; cancellation kills the whole
 // group and WaitDelay keeps pipes held by grandchildren from hanging.
 // Release kills what the session left running and confirms it through
-// /proc. The driver declares exec, stream_exec and runner_ingress. A session's
+// /proc. The driver declares exec, stream_exec, runner_ingress and files. A session's
 // working directory is resolved at Acquire (symlinks evaluated) and is
 // the default directory of its commands.
+//
+// Files (drivers.Files) work on the host's file system under the
+// session's working directory only, every operation through its os.Root:
+// PutArchive unpacks with tarsafe.Extract (so a symbolic link the task
+// planted is never followed out of the directory, and the host's archive
+// may hold no absolute link), GetArchive packs a directory with
+// tarsafe.Create and sends a link at the asked path as the link, and a
+// path through a link that leaves the working directory is refused.
 //
 // Runner ingress (drivers.RunnerHost): HostRunner installs nothing; it
 // checks that spec.Binary is a regular executable file whose SHA-256 is

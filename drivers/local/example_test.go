@@ -36,7 +36,7 @@ func ExampleNew() {
 	_, err = schema.Normalize(map[string]any{"host": "elsewhere"})
 	fmt.Println(errcode.ReasonOf(err), "-", err)
 	// Output:
-	// local host exec,stream_exec,runner_ingress true
+	// local host exec,stream_exec,runner_ingress,files true
 	// /srv/agents/ws-1 /bin/sh
 	// workdir identity
 	// shell knob

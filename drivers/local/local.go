@@ -95,10 +95,10 @@ func checkAbs(v any) error {
 // Name returns "local".
 func (d *driver) Name() string { return driverName }
 
-// Capabilities returns Kind host with exec, stream_exec and runner_ingress
+// Capabilities returns Kind host with exec, stream_exec, runner_ingress and files
 // declared. No I/O.
 func (d *driver) Capabilities() drivers.Capabilities {
-	return drivers.Capabilities{Kind: drivers.KindHost, Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapRunnerIngress)}
+	return drivers.Capabilities{Kind: drivers.KindHost, Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapRunnerIngress, drivers.CapFiles)}
 }
 
 // Schema returns the config schema: workdir (identity) and shell (knob).

@@ -148,13 +148,13 @@ func TestUnusableWorkdir(t *testing.T) {
 	}
 }
 
-// CAP-2: the host target declares exec, stream_exec and runner_ingress.
+// CAP-2: the host target declares exec, stream_exec, runner_ingress and files.
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	d := local.New(nil)
 	c := d.Capabilities()
-	if c.Kind != drivers.KindHost || c.Declared != drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapRunnerIngress) {
-		t.Errorf("Capabilities = %+v, want host with exec,stream_exec,runner_ingress", c)
+	if c.Kind != drivers.KindHost || c.Declared != drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapRunnerIngress, drivers.CapFiles) {
+		t.Errorf("Capabilities = %+v, want host with exec,stream_exec,runner_ingress,files", c)
 	}
 	if got := drivers.Effective(d, 0); got != c.Declared {
 		t.Errorf("Effective = %s, want %s", got, c.Declared)

@@ -13,8 +13,9 @@
 // a stopped one's at Resume), "exec", "stream" (StreamExecer.Start),
 // "terminal", "stop" (Release(Stop)), "destroy" (Release(Destroy) and
 // Destroyer.Destroy), "resume", "list", "image_identity", "capture",
-// "delete_template", "health" (drivers.HealthChecker) and "runner"
-// (RunnerHost.HostRunner and RunnerIngress.Launch). A name the fake does not
+// "delete_template", "health" (drivers.HealthChecker), "runner"
+// (RunnerHost.HostRunner and RunnerIngress.Launch) and "files"
+// (drivers.Files). A name the fake does not
 // know panics, a mistake of the test that passed it. Faults are
 // deterministic: they depend only on call counts and sandbox ids, never on
 // time.

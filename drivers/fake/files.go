@@ -1,0 +1,261 @@
+package fake
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/errcode"
+)
+
+// node is one entry of a sandbox's in-memory file tree (drivers.Files).
+type node struct {
+	mode fs.FileMode // type and permission bits
+	data []byte      // a regular file's content
+	link string      // a symbolic link's target
+}
+
+var _ drivers.Files = (*sandbox)(nil)
+
+func invalid(id, what string) error {
+	return &errcode.Error{Code: errcode.Invalid, Op: "files", Target: fmt.Sprintf("sandbox %q", id),
+		Message: fmt.Sprintf("The fake sandbox %s refused %s.", id, what), Err: fmt.Errorf("%s", what)}
+}
+
+func notFoundPath(id, p string) error {
+	return fmt.Errorf("fake: files %s: %q: %w", id, p, errcode.ErrNotFound)
+}
+
+// lookup returns the node of p in b's tree ("." is the working
+// directory), or an error when p is missing or lies under a link: the
+// fake never follows one.
+func (s *sandbox) lookup(b *box, p string) (*node, error) {
+	if p == "." {
+		return &node{mode: fs.ModeDir | 0o755}, nil
+	}
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if n := b.files[d]; n != nil && n.mode&fs.ModeSymlink != 0 {
+			return nil, invalid(s.id, fmt.Sprintf("the path %q, which lies under the symbolic link %q", p, d))
+		}
+	}
+	n := b.files[p]
+	if n == nil {
+		return nil, notFoundPath(s.id, p)
+	}
+	return n, nil
+}
+
+// PutArchive extracts r into the in-memory tree under dir.
+func (s *sandbox) PutArchive(ctx context.Context, dir string, r io.Reader) error {
+	dir, err := driverkit.FilePath(s.id, dir)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.begin(ctx, opFiles); err != nil {
+		return err
+	}
+	// Read the archive before taking the lock.
+	type entry struct {
+		hdr  *tar.Header
+		data []byte
+	}
+	var entries []entry
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return invalid(s.id, "an archive it could not read: "+err.Error())
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, entry{hdr, data})
+	}
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	b, ok := s.d.boxes[s.id]
+	if !ok {
+		return notFoundPath(s.id, dir)
+	}
+	if n, err := s.lookup(b, dir); err != nil {
+		return err
+	} else if !n.mode.IsDir() {
+		return invalid(s.id, fmt.Sprintf("to extract into %q, which is no directory", dir))
+	}
+	if b.files == nil {
+		b.files = map[string]*node{}
+	}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.hdr.Name, "/")
+		if name == "" || strings.HasPrefix(name, "/") || slices.Contains(strings.Split(name, "/"), "..") {
+			return invalid(s.id, fmt.Sprintf("the archive entry %q, outside the directory", e.hdr.Name))
+		}
+		p := path.Join(dir, name)
+		if p == dir {
+			continue
+		}
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			switch n := b.files[d]; {
+			case n == nil:
+				b.files[d] = &node{mode: fs.ModeDir | 0o755}
+			case !n.mode.IsDir():
+				return invalid(s.id, fmt.Sprintf("the archive entry %q, which lies under %q, no directory", e.hdr.Name, d))
+			}
+		}
+		perm := fs.FileMode(e.hdr.Mode) & fs.ModePerm
+		switch e.hdr.Typeflag {
+		case tar.TypeDir:
+			b.files[p] = &node{mode: fs.ModeDir | perm}
+		case tar.TypeReg:
+			b.files[p] = &node{mode: perm, data: e.data}
+		case tar.TypeSymlink:
+			b.files[p] = &node{mode: fs.ModeSymlink | 0o777, link: e.hdr.Linkname}
+		case tar.TypeLink:
+			t := b.files[path.Join(dir, e.hdr.Linkname)]
+			if t == nil || !t.mode.IsRegular() {
+				return invalid(s.id, fmt.Sprintf("the hard link %q to %q, no regular file", e.hdr.Name, e.hdr.Linkname))
+			}
+			b.files[p] = t
+		default:
+			return invalid(s.id, fmt.Sprintf("the archive entry %q of type %q", e.hdr.Name, e.hdr.Typeflag))
+		}
+	}
+	return nil
+}
+
+// GetArchive writes p from the in-memory tree.
+func (s *sandbox) GetArchive(ctx context.Context, p string, w io.Writer) error {
+	p, err := driverkit.FilePath(s.id, p)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.begin(ctx, opFiles); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	write := func(name string, n *node) error {
+		hdr := &tar.Header{Name: name, Mode: int64(n.mode & fs.ModePerm)}
+		switch {
+		case n.mode.IsDir():
+			hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
+		case n.mode&fs.ModeSymlink != 0:
+			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, n.link
+		default:
+			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(n.data))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err := tw.Write(n.data)
+		return err
+	}
+	s.d.mu.Lock()
+	err = func() error {
+		b, ok := s.d.boxes[s.id]
+		if !ok {
+			return notFoundPath(s.id, p)
+		}
+		n, err := s.lookup(b, p)
+		if err != nil {
+			return err
+		}
+		if !n.mode.IsDir() {
+			return write(path.Base(p), n)
+		}
+		prefix := p + "/"
+		for _, k := range slices.Sorted(maps.Keys(b.files)) {
+			if p == "." {
+				if err := write(k, b.files[k]); err != nil {
+					return err
+				}
+			} else if rel, ok := strings.CutPrefix(k, prefix); ok {
+				if err := write(rel, b.files[k]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}()
+	s.d.mu.Unlock()
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// ReadDir lists dir of the in-memory tree.
+func (s *sandbox) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo, error) {
+	dir, err := driverkit.FilePath(s.id, dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.begin(ctx, opFiles); err != nil {
+		return nil, err
+	}
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	b, ok := s.d.boxes[s.id]
+	if !ok {
+		return nil, notFoundPath(s.id, dir)
+	}
+	if n, err := s.lookup(b, dir); err != nil {
+		return nil, err
+	} else if !n.mode.IsDir() {
+		return nil, invalid(s.id, fmt.Sprintf("to list %q, which is no directory", dir))
+	}
+	out := []drivers.FileInfo{}
+	for k, n := range b.files {
+		if path.Dir(k) == dir {
+			out = append(out, drivers.FileInfo{Name: path.Base(k), Mode: n.mode, Size: int64(len(n.data)), LinkTarget: n.link})
+		}
+	}
+	slices.SortFunc(out, func(a, b drivers.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ln makes a symbolic link in the sandbox's tree: ln -s TARGET NAME, NAME
+// relative to the working directory.
+func (d *Driver) ln(_ context.Context, inv Invocation, args []string) (int, error) {
+	if len(args) != 3 || args[0] != "-s" {
+		fmt.Fprintln(inv.Stderr, "fake: ln: only ln -s TARGET NAME")
+		return 1, nil
+	}
+	name, err := driverkit.FilePath(inv.SandboxID, args[2])
+	if err != nil || name == "." {
+		fmt.Fprintf(inv.Stderr, "ln: %s: want a path under the working directory\n", args[2])
+		return 1, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.boxes[inv.SandboxID]
+	if !ok {
+		return 1, nil
+	}
+	if b.files == nil {
+		b.files = map[string]*node{}
+	}
+	if b.files[name] != nil {
+		fmt.Fprintf(inv.Stderr, "ln: %s: File exists\n", name)
+		return 1, nil
+	}
+	b.files[name] = &node{mode: fs.ModeSymlink | 0o777, link: args[1]}
+	return 0, nil
+}
