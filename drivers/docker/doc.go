@@ -150,6 +150,21 @@
 // (its inode): replacing the host file by a rename does not change what
 // the container runs.
 //
+// # Files (CapFiles)
+//
+// drivers.Files works under the config's workdir, on network none as on
+// any network. Where the engine sees the files, it uses the Engine's
+// archive API: PutArchive is CopyToContainer (the sandbox's user owns what
+// it unpacks; the engine unpacks inside the container, so a link the task
+// planted leads only into the sandbox), GetArchive is CopyFromContainer
+// (a directory as DIR/., a link at the asked path as the link), its names
+// rebased onto the path. The archive API does not see a tmpfs mounted in
+// the container (the workdir and /tmp of a read-only root, the runner's
+// state directory): there both run tar in the sandbox through exec (the
+// image needs sh and tar; busybox's will do), and the stream is the
+// sandbox's to forge. ReadDir always runs sh, stat and readlink through
+// exec. A host unpacks what comes back with tarsafe.Extract.
+//
 // # Templates
 //
 // Capture commits the container (paused) to a new image labelled

@@ -131,7 +131,7 @@ func (d *driver) Capabilities() drivers.Capabilities {
 		Kind: drivers.KindSandbox,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
 			drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
-			drivers.CapTemplateDelete, drivers.CapRunnerIngress),
+			drivers.CapTemplateDelete, drivers.CapRunnerIngress, drivers.CapFiles),
 		StartupBudget: defaultStartupTimeout,
 	}
 }

@@ -64,7 +64,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	gated(t, "runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerIngress)
 	gated(t, "a launched runner is one host process that Release ends", drivers.CapRunnerIngress, newHarness, testRunnerProcess)
 	ungated(t, "acquire with a runner is refused without runner ingress", drivers.CapRunnerIngress, newHarness, testRunnerRefused)
-	fileSubtests(t, newHarness)
+	RunFileTests(t, newHarness)
 }
 
 // CAP-1, CAP-2: the declaration is static, cheap, and equal to what the

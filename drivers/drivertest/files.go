@@ -23,8 +23,13 @@ import (
 	"github.com/berthdev/berth/tarsafe"
 )
 
-// The file subtests (capability files), run by RunConformanceTests.
-func fileSubtests(t *testing.T, newHarness HarnessMaker) {
+// RunFileTests runs the file subtests of the conformance suite alone
+// (capability files; RunConformanceTests runs them too), for a driver's
+// other configurations that place files elsewhere, such as Docker's
+// read-only root with its tmpfs workdir. They are skipped for a driver
+// that does not declare files.
+func RunFileTests(t *testing.T, newHarness HarnessMaker) {
+	t.Helper()
 	gated(t, "files round trip", drivers.CapFiles, newHarness, testFilesRoundTrip)
 	gated(t, "files outside the workdir are refused", drivers.CapFiles, newHarness, testFilesOutside)
 	gated(t, "files a planted symlink is not followed", drivers.CapFiles, newHarness, testFilesPlantedLink)
