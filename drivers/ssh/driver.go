@@ -72,12 +72,12 @@ func newDriver(opts *Options) *driver {
 // Name returns "ssh".
 func (d *driver) Name() string { return driverName }
 
-// Capabilities declares a host driver with exec, streaming exec, terminals
-// and runner ingress. It does no I/O.
+// Capabilities declares a host driver with exec, streaming exec, terminals,
+// runner ingress and files. It does no I/O.
 func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind:     drivers.KindHost,
-		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapTerminal, drivers.CapRunnerIngress),
+		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapTerminal, drivers.CapRunnerIngress, drivers.CapFiles),
 	}
 }
 

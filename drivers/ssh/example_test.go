@@ -62,11 +62,11 @@ func ExampleNew() {
 	}
 	fmt.Println(drivers.Effective(d, drivers.ConfigNarrowing(d, cfg)))
 	// Output:
-	// ssh host exec,stream_exec,terminal,runner_ingress
+	// ssh host exec,stream_exec,terminal,runner_ingress,files
 	// host (identity, required)
 	// user (identity, required)
 	// private_key (secret, required)
 	// 22 ~ [redacted]
 	// missing_credentials - ssh config: field "private_key": required
-	// exec,stream_exec,terminal
+	// exec,stream_exec,terminal,files
 }
