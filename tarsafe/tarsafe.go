@@ -109,7 +109,7 @@ func (o Options) limits() (int64, int, error) {
 func unsafe(name, why string) error {
 	return &errcode.Error{Code: errcode.Invalid, Reason: "unsafe_archive", Op: "extract",
 		Target:  fmt.Sprintf("archive entry %q", name),
-		Message: fmt.Sprintf("The archive entry %q %s, so the archive was refused; nothing is written outside the destination.", short(name), why),
+		Message: fmt.Sprintf("The archive entry %q %s: the archive was refused.", short(name), why),
 		Err:     errors.New(why)}
 }
 
@@ -123,8 +123,8 @@ func tooLarge(op, name, what string) error {
 
 // short keeps a name readable in a sentence.
 func short(name string) string {
-	if len(name) > 80 {
-		return name[:77] + "..."
+	if len(name) > 40 {
+		return name[:37] + "..."
 	}
 	return name
 }
@@ -161,7 +161,7 @@ func checkLink(name, target string) error {
 		return unsafe(name, "is a symbolic link with an empty target")
 	}
 	if strings.HasPrefix(target, "/") {
-		return unsafe(name, fmt.Sprintf("is a symbolic link to the absolute path %q", short(target)))
+		return unsafe(name, fmt.Sprintf("links to the absolute path %q", short(target)))
 	}
 	up, rest := 0, false
 	for _, el := range strings.Split(target, "/") {
@@ -170,14 +170,14 @@ func checkLink(name, target string) error {
 		case el == ".." && !rest:
 			up++
 		case el == "..":
-			return unsafe(name, fmt.Sprintf("is a symbolic link to %q, whose \"..\" follows another element", short(target)))
+			return unsafe(name, fmt.Sprintf("links to %q, with \"..\" after a name", short(target)))
 		default:
 			rest = true
 		}
 	}
 	depth := strings.Count(name, "/")
 	if up > depth {
-		return unsafe(name, fmt.Sprintf("is a symbolic link to %q, outside the destination", short(target)))
+		return unsafe(name, fmt.Sprintf("links to %q, outside the destination", short(target)))
 	}
 	return nil
 }
@@ -282,7 +282,7 @@ func Extract(r io.Reader, dst *os.Root, opts Options) error {
 			}
 			fi, err := dst.Lstat(target)
 			if err != nil || !fi.Mode().IsRegular() {
-				return unsafe(hdr.Name, fmt.Sprintf("is a hard link to %q, which is no regular file of the archive", short(hdr.Linkname)))
+				return unsafe(hdr.Name, fmt.Sprintf("is a hard link to %q, no regular file of the archive", short(hdr.Linkname)))
 			}
 			if err := replace(dst, hdr.Name, name); err != nil {
 				return err
@@ -295,7 +295,7 @@ func Extract(r io.Reader, dst *os.Root, opts Options) error {
 		case tar.TypeFifo:
 			return unsafe(hdr.Name, "is a fifo")
 		default:
-			return unsafe(hdr.Name, fmt.Sprintf("has the entry type %q, which is not extracted", hdr.Typeflag))
+			return unsafe(hdr.Name, fmt.Sprintf("has the entry type %q, which is not extracted", string(hdr.Typeflag)))
 		}
 	}
 	// Deepest first, so that a read-only directory is closed last.

@@ -88,6 +88,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 		{"symlink absolute", []entry{{name: "etc", typ: tar.TypeSymlink, link: "/etc"}}, "unsafe_archive", "etc"},
 		{"symlink up", []entry{{name: "a/up", typ: tar.TypeSymlink, link: "../../x"}}, "unsafe_archive", "a/up"},
 		{"symlink dotdot after element", []entry{{name: "t", typ: tar.TypeSymlink, link: "u/v/../.."}}, "unsafe_archive", "t"},
+		{"long names", []entry{{name: strings.Repeat("n", 39), typ: tar.TypeSymlink, link: strings.Repeat("t/", 30) + "../x"}}, "unsafe_archive", strings.Repeat("n", 39)},
 		{"write through a link of the archive", []entry{
 			{name: "d", typ: tar.TypeSymlink, link: "sub"},
 			{name: "sub/", typ: tar.TypeDir, mode: 0o755},
@@ -120,6 +121,9 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 			}
 			if !errors.Is(err, errcode.ErrInvalid) {
 				t.Errorf("err = %v, want it to wrap ErrInvalid", err)
+			}
+			if msg := errcode.MessageOf(err); len(msg) > 200 {
+				t.Errorf("message of %d characters, want at most 200: %q", len(msg), msg)
 			}
 			if msg := errcode.MessageOf(err); !strings.Contains(msg, `"`+tc.names+`"`) {
 				t.Errorf("message %q does not name the entry %q", msg, tc.names)
