@@ -137,33 +137,63 @@ func (c *client) send(ctx context.Context, base *url.URL, method, path string, q
 // scheme, host or port (see checkRedirect). A TLS verification failure is
 // drivers.ErrTLSUnverified, never transient.
 func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path string, query url.Values, in, out any, limit int64) error {
+	var body io.Reader
+	contentType := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("daytona: %s %s: encoding request: %w", method, path, err)
+		}
+		body, contentType = bytes.NewReader(b), "application/json"
+	}
+	resp, op, host, err := c.do(ctx, base, method, path, query, body, contentType)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("daytona: %s at %s: reading answer: %w", op, host, cerr)
+		}
+		return fmt.Errorf("daytona: %s at %s: reading answer: %w: %s", op, host, drivers.ErrTransient, c.scrub(err.Error()))
+	}
+	if int64(len(raw)) > limit {
+		return fmt.Errorf("daytona: %s at %s: %w: more than %d bytes", op, host, errAnswerTooLarge, limit)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("daytona: %s at %s: decoding answer: %w: %v", op, host, drivers.ErrTransient, err)
+	}
+	return nil
+}
+
+// do makes one request to base joined with path and query, with body of
+// contentType when not nil, under send's rules (the token, redirects,
+// TLS), and returns a 2xx answer for the caller to read and close, the
+// operation's name and the host; another status is an *apiError.
+func (c *client) do(ctx context.Context, base *url.URL, method, path string, query url.Values, body io.Reader, contentType string) (*http.Response, string, string, error) {
 	u := *base
 	u.Path = strings.TrimRight(base.Path, "/") + "/" + path
 	u.RawPath = strings.TrimRight(base.EscapedPath(), "/") + "/" + path
 	u.RawQuery = query.Encode()
 	op := method + " " + strings.TrimPrefix(u.Path, strings.TrimRight(c.api.Path, "/"))
 	if err := c.tokenAllowed(&u); err != nil {
-		return fmt.Errorf("daytona: %s at %s: %w", op, u.Host, err)
-	}
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("daytona: %s: encoding request: %w", op, err)
-		}
-		body = bytes.NewReader(b)
+		return nil, op, u.Host, fmt.Errorf("daytona: %s at %s: %w", op, u.Host, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return fmt.Errorf("daytona: %s at %s: %w", op, u.Host, err)
+		return nil, op, u.Host, fmt.Errorf("daytona: %s at %s: %w", op, u.Host, err)
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "berth-daytona")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.org != "" {
 		req.Header.Set("X-Daytona-Organization-ID", c.org)
@@ -173,7 +203,7 @@ func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path stri
 	if err != nil {
 		c.log.DebugContext(ctx, "daytona request failed", "op", op, "host", u.Host, "elapsed", time.Since(start))
 		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("daytona: %s at %s: %w", op, u.Host, cerr)
+			return nil, op, u.Host, fmt.Errorf("daytona: %s at %s: %w", op, u.Host, cerr)
 		}
 		var kind error = drivers.ErrTransient
 		switch {
@@ -190,19 +220,19 @@ func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path stri
 		err = fmt.Errorf("daytona: %s at %s: %w: %s", op, u.Host, kind, c.scrub(transportReason(err)))
 		switch kind {
 		case drivers.ErrUnavailable:
-			return &errcode.Error{Message: fmt.Sprintf("Daytona at %s cannot be reached: check the api_url setting and the network path to it.", u.Host), Err: err}
+			return nil, op, u.Host, &errcode.Error{Message: fmt.Sprintf("Daytona at %s cannot be reached: check the api_url setting and the network path to it.", u.Host), Err: err}
 		case drivers.ErrUnreachable:
-			return &errcode.Error{Message: fmt.Sprintf("The sandbox's toolbox at %s cannot be reached: check that the sandbox is running.", u.Host), Err: err}
+			return nil, op, u.Host, &errcode.Error{Message: fmt.Sprintf("The sandbox's toolbox at %s cannot be reached: check that the sandbox is running.", u.Host), Err: err}
 		case drivers.ErrTLSUnverified:
-			return &errcode.Error{Message: fmt.Sprintf("The certificate of %s failed verification: check the api_url and the certificate it presents.", u.Host), Err: err}
+			return nil, op, u.Host, &errcode.Error{Message: fmt.Sprintf("The certificate of %s failed verification: check the api_url and the certificate it presents.", u.Host), Err: err}
 		}
-		return err
+		return nil, op, u.Host, err
 	}
-	defer resp.Body.Close()
 	c.log.DebugContext(ctx, "daytona request", "op", op, "host", u.Host, "status", resp.StatusCode, "elapsed", time.Since(start))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
-		return &apiError{
+		return nil, op, u.Host, &apiError{
 			op:         op,
 			host:       u.Host,
 			status:     resp.StatusCode,
@@ -211,23 +241,7 @@ func (c *client) sendLimit(ctx context.Context, base *url.URL, method, path stri
 			kind:       statusKind(resp.StatusCode),
 		}
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("daytona: %s at %s: reading answer: %w", op, u.Host, cerr)
-		}
-		return fmt.Errorf("daytona: %s at %s: reading answer: %w: %s", op, u.Host, drivers.ErrTransient, c.scrub(err.Error()))
-	}
-	if int64(len(raw)) > limit {
-		return fmt.Errorf("daytona: %s at %s: %w: more than %d bytes", op, u.Host, errAnswerTooLarge, limit)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("daytona: %s at %s: decoding answer: %w: %v", op, u.Host, drivers.ErrTransient, err)
-	}
-	return nil
+	return resp, op, u.Host, nil
 }
 
 // isDial reports whether err is a failure to connect.

@@ -73,6 +73,14 @@
 //     as binary messages, keystrokes as messages, the exit code in the
 //     close frame's JSON reason), POST /process/pty/{id}/resize, DELETE
 //     /process/pty/{id}.
+//   - Files (drivers.Files): the toolbox moves one file each way (POST
+//     /files/upload?path= with the multipart field "file", GET
+//     /files/download?path=), without modes or links, so a tree travels
+//     as one tar archive in a directory of mktemp -d, unpacked or made by
+//     the sandbox's tar through process/execute and removed after;
+//     ReadDir runs sh, stat and readlink. Paths are confined to the
+//     working directory (the commands' default cwd, pwd -P): a path whose
+//     directory resolves outside it through a planted link is refused.
 //   - Errors: 401/403 drivers.ErrAuth, 404 errcode.ErrNotFound, 408
 //     drivers.ErrTimeout, 409 (state change in progress), 429 (Retry-After
 //     honoured) and 5xx drivers.ErrTransient; an API that cannot be dialled

@@ -121,7 +121,7 @@ func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
-			drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture, drivers.CapTemplateDelete),
+			drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapFiles),
 		StartupBudget: startupBudget,
 	}
 }

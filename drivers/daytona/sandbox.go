@@ -27,6 +27,7 @@ type sandbox struct {
 	mu       sync.Mutex
 	toolbox  *url.URL
 	released bool
+	workdir  string // the default cwd of commands (pwd -P), read at the first Files call
 }
 
 var (

@@ -97,6 +97,13 @@
 //     Several clients may attach; output goes only to the clients attached
 //     when it is produced (nothing is replayed); sizes up to 1000; input
 //     messages over 64 KiB end the connection.
+//   - Files, one each way (fs/upload_file.go, fs/download_file.go): POST
+//     /files/upload?path= saves the multipart field "file" (its parent
+//     made, 400 on any failure), GET /files/download?path= answers the
+//     file's bytes (links followed; 404 missing, 403 no permission, 400 a
+//     directory or another error). A relative path is the daemon's
+//     filepath.Abs of its working directory, which the fake takes to be
+//     the sandbox's home. No modes, no links: trees go as one archive.
 //
 // Stricter than the real API, on purpose: unknown JSON fields in request
 // bodies are refused with 400, so a client using a wrong field name fails

@@ -232,6 +232,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h(RouteDeletePty, s.deletePty)
 	h(RouteResizePty, s.resizePty)
 	h(RouteConnectPty, s.connectPty)
+	h(RouteUploadFile, s.uploadFile)
+	h(RouteDownloadFile, s.downloadFile)
 }
 
 // URL returns the API base URL, http://127.0.0.1:PORT/api: the driver's
