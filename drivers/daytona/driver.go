@@ -115,8 +115,8 @@ func newDriver(opts *Options) *driver {
 func (d *driver) Name() string { return driverName }
 
 // Capabilities declares exec, reuse, list, destroy by id, image identity,
-// terminal, template capture and template delete, and a startup budget of 60s. No
-// I/O.
+// terminal, template capture, template delete and files, and a startup
+// budget of 60s. No I/O.
 func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
