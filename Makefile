@@ -12,7 +12,7 @@
 
 GO        ?= go
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql dash bash zsh dropbear-bin chromium-headless-shell tmux libjs-xterm node-xterm
+APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql dash bash zsh dropbear-bin chromium-headless-shell tmux libjs-xterm node-xterm runsc
 FUZZTIME  ?= 5s
 TEST_ACCOUNT := berthtest
 
@@ -91,6 +91,13 @@ prereqs:
 	if [ "$$($(SUDO) getent shadow $(TEST_ACCOUNT) | cut -d: -f2)" != "*" ]; then \
 	  $(SUDO) usermod -p '*' $(TEST_ACCOUNT); \
 	fi
+	@# gVisor's runsc as a runtime of this machine's Docker engine, for the
+	@# runsc pass (issue 56): merged into /etc/docker/daemon.json, every other
+	@# key kept, and dockerd told with SIGHUP (it reloads its runtimes live;
+	@# the engine the other tests use is never restarted). Nothing when it is
+	@# already registered (internal/cmd/dockerruntime).
+	@mkdir -p $(TOOLS) && $(GO) build -o $(TOOLS)/dockerruntime ./internal/cmd/dockerruntime && \
+	  $(SUDO) $(TOOLS)/dockerruntime
 
 build:
 	$(GO) build ./...

@@ -32,6 +32,11 @@
 // the signal set, runner launch by Exec, the per-lease cgroup scripts) are
 // in package drivers/driverkit; a host composing berth never needs them.
 //
+// Isolation is the ordered level of isolation a target gives (none,
+// container, gvisor, microvm); a driver declares it per config through
+// IsolationDeclarer and IsolationOf reads it without I/O; the conformance
+// suite measures it.
+//
 // EvidenceKind names what a receipt or stop proof stands on (PRP-6:
 // provider, cgroup, tag_scan, runner_attested).
 //

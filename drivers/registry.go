@@ -72,6 +72,10 @@ type DriverInfo struct {
 	Available     bool          `json:"available"`
 	Reason        string        `json:"reason,omitempty"` // why unavailable
 	StartupBudget time.Duration `json:"startupBudget,omitempty"`
+	// Isolation is the level the driver declares for its defaults
+	// (IsolationOf with a nil config); an environment's config may raise it
+	// (Docker's runtime).
+	Isolation Isolation `json:"isolation"`
 }
 
 // describe returns the DriverInfo of the registered driver d.
@@ -84,6 +88,7 @@ func describe(name string, d Driver) DriverInfo {
 		Effective:     Effective(d, 0),
 		Available:     true,
 		StartupBudget: c.StartupBudget,
+		Isolation:     IsolationOf(d, nil),
 	}
 	if err := Available(d); err != nil {
 		info.Available = false

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/instance"
 )
@@ -37,6 +38,10 @@ type View struct {
 	// config addresses, with its time, or "not measured" (CAP-1, CAP-3);
 	// nil for drivers without provider health (host targets).
 	Health *HealthView `json:"health,omitempty"`
+	// Isolation is the level the environment's driver declares for its
+	// config (drivers.IsolationOf), without I/O; "none" when the driver
+	// is not registered.
+	Isolation drivers.Isolation `json:"isolation"`
 }
 
 // withHealth adds the provider health last measured to v: a store read,
@@ -87,6 +92,9 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 		v.Unavailable = err.Error()
 	}
 	d, _ := c.reg.Lookup(env.Driver)
+	if d != nil {
+		v.Isolation = drivers.IsolationOf(d, env.Config)
+	}
 	if env.ActiveTemplate != nil {
 		// IMG-6: the drift, computed from the config without I/O; the
 		// source fingerprint stays out of the JSON form.

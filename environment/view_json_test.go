@@ -40,10 +40,10 @@ func TestViewAndEnvironmentJSONShapes(t *testing.T) {
 		want string
 	}{
 		{"environment", env, `{` + record + `}`},
-		{"full view", full, `{` + record + `}`},
+		{"full view", full, `{` + record + `,"isolation":"none"}`},
 		{"redacted view", redacted, `{"id":"env_001","name":"build","description":"a remote target","driver":"remote","status":"active",` +
 			`"revision":1,"createdAt":"2026-11-29T10:00:00Z","updatedAt":"2026-11-29T10:00:00Z","createdBy":"u_admin","updatedBy":"u_admin",` +
-			`"redacted":true}`},
+			`"redacted":true,"isolation":"none"}`},
 	} {
 		b, err := json.Marshal(tc.v)
 		if err != nil {

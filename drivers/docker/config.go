@@ -83,6 +83,7 @@ type settings struct {
 	labels      map[string]string
 	startup     time.Duration
 	captureRepo string
+	runtime     string // the OCI runtime; "" the engine's default
 }
 
 // defaultHost returns the engine host the Docker CLI would use: DOCKER_HOST,
@@ -349,6 +350,7 @@ func (d *driver) parseConfig(raw config.Config) (*settings, error) {
 		labels:      maps.Clone(cfg.StringMap(fieldLabels)),
 		startup:     cfg.Duration(fieldStartupTimeout),
 		captureRepo: cfg.String(fieldCaptureRepo),
+		runtime:     cfg.String(fieldRuntime),
 	}
 	if c.ref, err = parseImage(c.image); err != nil {
 		return nil, err

@@ -63,6 +63,7 @@ func containerSpec(cfg *settings, imageID string, req drivers.AcquireRequest) (*
 		Init:           &init,
 		IpcMode:        container.IPCModePrivate,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Runtime:        cfg.runtime,
 		Resources: container.Resources{
 			Memory:     cfg.memory,
 			MemorySwap: cfg.memory,

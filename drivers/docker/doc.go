@@ -40,6 +40,16 @@
 // show them. The schema's field docs (its Schema) say what each knob
 // trades.
 //
+// runtime (identity, no default: absent, the engine's default runtime, and
+// the config's fingerprint as before) names the OCI runtime: "runsc" runs
+// the container under gVisor, and the driver then declares isolation
+// gvisor (drivers.IsolationDeclarer; container otherwise). Under runsc the
+// network must be "none" (validation refuses another, naming the field:
+// the engine's runsc runs with --network=none, and a start runsc refuses
+// leaves its processes behind). Acquire and Resume check the runtime the
+// engine reports for the container (HostConfig.Runtime) before handing it
+// out; Acquire removes a container that runs under another.
+//
 // # Acquire
 //
 // A pinned digest is pulled only when the engine lacks it; a tag follows

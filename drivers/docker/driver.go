@@ -117,7 +117,7 @@ func newDriver(opts *Options) *driver {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "berth-docker-runner-"+strconv.Itoa(os.Geteuid()))
 	}
-	return &driver{schema: newSchema(host), log: log, runnerDir: filepath.Clean(dir), clients: map[string]*client.Client{},
+	return &driver{schema: withRuntime(newSchema(host)), log: log, runnerDir: filepath.Clean(dir), clients: map[string]*client.Client{},
 		images: map[imageKey]string{}}
 }
 
@@ -286,6 +286,10 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		cc.Image = imageID
 		created, err = cli.ContainerCreate(ctx, cc, hc, nil, nil, name)
 	}
+	if rerr := unknownRuntime(cfg, err); rerr != nil {
+		d.removeRunnerDir(rm)
+		return nil, rerr
+	}
 	if err != nil {
 		unanswered := createMayHaveRun(err)
 		err = engineErr(cfg.host, "create container from "+cfg.image, err)
@@ -322,6 +326,10 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		}
 		return nil, err
 	}
+	if err := checkContainerRuntime(cfg, ins); err != nil {
+		d.removeQuietly(cli, id, rm)
+		return nil, fmt.Errorf("%w; removed", err)
+	}
 	if ins.Image != imageID {
 		// The engine runs another image than the one the reference was
 		// resolved to (the cache's or the inspect's): refuse it.
@@ -351,6 +359,9 @@ func (d *driver) Resume(ctx context.Context, raw config.Config, providerLeaseID 
 	defer cancel()
 	ins, err := inspectManaged(ctx, cli, cfg.host, providerLeaseID)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkContainerRuntime(cfg, ins); err != nil {
 		return nil, err
 	}
 	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: ins.ID, runner: d.runnerOf(ins)}

@@ -299,9 +299,17 @@ func (s *sandbox) signalMarked(ctx context.Context, marker, sig string) (int, er
 		return 0, engineErr(s.cfg.host, "attach kill in container "+s.id, err)
 	}
 	defer hj.Close()
+	// The output's end is the kill's: a stream that never ends (seen under
+	// runsc when the container's main process exited meanwhile) must not
+	// outlive ctx.
+	stop := context.AfterFunc(ctx, hj.Close)
+	defer stop()
 	var out, errb bytes.Buffer
 	if _, err := stdcopy.StdCopy(&out, &errb, hj.Reader); err != nil {
-		return 0, fmt.Errorf("docker %s: kill in container %s: %v", s.cfg.host, s.id, err)
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return 0, fmt.Errorf("docker %s: kill in container %s: %w", s.cfg.host, s.id, err)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(out.String()))
 	if err != nil {

@@ -44,6 +44,7 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	subtest(t, "exec after release", newHarness, testExecAfterRelease)
 	subtest(t, "cancellation stops a running command promptly", newHarness, testCancel)
 	subtest(t, "parallel acquire exec release", newHarness, testParallel)
+	subtest(t, "declared isolation is measured", newHarness, testIsolation)
 	for _, f := range failures() {
 		subtest(t, "error table: "+f.String(), newHarness, testFailure(f))
 	}

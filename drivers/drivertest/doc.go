@@ -21,6 +21,10 @@
 //     (32 otherwise);
 //   - RunnerHarness (required when the driver declares runner_ingress), to
 //     give the runner binary that the runner ingress subtest launches;
+//   - IsolationHarness (required when the driver declares an isolation
+//     level above none), to give the kernel release of the machine the
+//     sandboxes run on; the suite measures the level a task sees
+//     (isolation.go) and fails a driver that declares more;
 //   - HostProcessHarness, to say that its runners are processes of this
 //     host, so that the suite checks a launched runner's process (one, its
 //     ticket in neither argv nor environment) and that Release ends it

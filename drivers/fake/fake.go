@@ -63,6 +63,11 @@ type Options struct {
 	// Unavailable, if not nil, is what Availability reports: the driver is
 	// listed as unavailable and has no effective capabilities (CAP-3).
 	Unavailable error
+	// Isolation is the level the fake declares for every config
+	// (drivers.IsolationDeclarer). Default IsolationNone. Its sandboxes run
+	// in this process, so only a harness that answers the suite's
+	// measurement (HostKernel, handlers) proves more.
+	Isolation drivers.Isolation
 }
 
 // Driver is the fake provider and its driver; its state is shared by all
@@ -766,3 +771,6 @@ func (d *Driver) resolveImageLocked(raw string) (images.Identity, error) {
 	}
 	return images.Identity{}, fmt.Errorf("fake: image %q: %s: %w", raw, why, drivers.ErrImageNotFound)
 }
+
+// Isolation implements drivers.IsolationDeclarer: Options.Isolation. No I/O.
+func (d *Driver) Isolation(config.Config) drivers.Isolation { return d.o.Isolation }

@@ -214,19 +214,19 @@ func driverRows(ctx context.Context, cat *environment.Catalog, p authz.Principal
 // each, the provider endpoints last measured.
 func printDrivers(w io.Writer, rows []driverRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "   DRIVER\tKIND\tAVAILABLE\tCAPABILITIES")
+	fmt.Fprintln(tw, "   DRIVER\tKIND\tISOLATION\tAVAILABLE\tCAPABILITIES")
 	for _, d := range rows {
 		avail := "yes"
 		if !d.Available {
 			avail = "no: " + d.Reason
 		}
-		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\n", d.Name, d.Kind, avail, strings.ReplaceAll(d.Effective.String(), ",", " "))
+		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\n", d.Name, d.Kind, d.Isolation, avail, strings.ReplaceAll(d.Effective.String(), ",", " "))
 		for _, h := range d.Health {
 			state := "available"
 			if !h.Available {
 				state = "UNAVAILABLE (" + string(h.Code) + "): " + h.Reason
 			}
-			fmt.Fprintf(tw, "     endpoint %s\t\t%s\tmeasured %s\n", h.Endpoint, state, h.CheckedAt.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "     endpoint %s\t\t\t%s\tmeasured %s\n", h.Endpoint, state, h.CheckedAt.UTC().Format(time.RFC3339))
 		}
 	}
 	return tw.Flush()

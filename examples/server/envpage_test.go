@@ -266,6 +266,10 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if s := admin.text(`#drivers-table tr[data-driver="ssh"]`); !strings.Contains(s, "available") || !strings.Contains(s, "terminal") || !strings.Contains(s, "no template capture") {
 		t.Errorf("the ssh driver row: %q", s)
 	}
+	// Issue 56: each driver's isolation level, a host target's none.
+	if s := admin.text(`#drivers-table tr[data-driver="ssh"] .isolation`); s != "none" {
+		t.Errorf("the ssh driver's isolation: %q, want none", s)
+	}
 	if s := admin.text(`#images`); !strings.Contains(s, "Select an environment") || admin.count(`#images button, #images input`) != 0 {
 		t.Errorf("the images placeholder: %q", s)
 	}

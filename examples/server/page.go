@@ -173,6 +173,7 @@ type perms struct {
 
 type driverRow struct {
 	Name, Kind string
+	Isolation  string // the level it declares for its defaults
 	Available  bool
 	Reason     string // the library's whole error, on hover
 	Short      string // one short sentence
@@ -230,6 +231,7 @@ type editor struct {
 	Fields      []fieldRow
 	Caps        []string
 	Limits      []string
+	Isolation   string // the level the driver declares for the config
 	Unavailable string
 	Short       string // Unavailable in one short sentence
 	Qual        *qualRow
@@ -369,7 +371,7 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 		if err := st.Admit(info.Name, info.Kind == drivers.KindHost); err != nil && info.Available {
 			info.Available, info.Reason, info.Effective = false, err.Error(), 0
 		}
-		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Available: info.Available, Reason: info.Reason}
+		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Isolation: info.Isolation.String(), Available: info.Available, Reason: info.Reason}
 		if info.Available { // an unavailable driver's reason says it all
 			row.Caps, row.Limits = capNames(info.Effective), limitsOf(info.Effective)
 			pg.DriversUp++
@@ -530,6 +532,7 @@ func (s *server) newEditor(d string) *editor {
 	ed.SecretEnv = secretMapLabel(ed.Fields)
 	eff := drivers.Effective(drv, 0)
 	ed.Caps, ed.Limits = capNames(eff), limitsOf(eff)
+	ed.Isolation = drivers.IsolationOf(drv, nil).String()
 	return ed
 }
 
@@ -549,6 +552,7 @@ func (s *server) editorOf(ctx context.Context, p authz.Principal, v *environment
 			eff = drivers.Effective(drv, drivers.ConfigNarrowing(drv, v.Config))
 		}
 		ed.Caps, ed.Limits = capNames(eff), limitsOf(eff)
+		ed.Isolation = v.Isolation.String()
 	}
 	if at := v.ActiveTemplate; at != nil {
 		ed.Template = fmt.Sprintf("%s (%s), drift: %s", at.ID, at.Identity, at.Drift)
