@@ -26,6 +26,13 @@
 // replicas of a SQL store. Another company, or another project's run,
 // never finds it by its key.
 //
+// A workspace's files go in a directory of its own under the target's
+// workdir, <workdir>/.berth/ws/<key>-<owner>, where <owner> is the first 16
+// hex digits of the SHA-256 of company, NUL, project, NUL, key: on a host
+// target (local, SSH), whose workdir outlives leases and is shared by
+// every owner, two owners' same key never meet in one directory, and no
+// company name, which may hold any character, becomes a path.
+//
 // # The tree hash
 //
 // TreeHash is a workspace's checkpoint identity when it is not a Git

@@ -118,8 +118,8 @@ type Workspace struct {
 	Source Source `json:"source"`
 	// Lease is the id of the lease whose sandbox holds it.
 	Lease string `json:"lease"`
-	// Dir is its directory in the target: absolute, clean, under the
-	// target's workdir (<workdir>/.berth/ws/...), never "/".
+	// Dir is its directory in the target: absolute, clean, never "/";
+	// <workdir>/.berth/ws/<key>-<owner> (see the package doc).
 	Dir        string     `json:"dir"`
 	Checkpoint Checkpoint `json:"checkpoint"`
 	State      State      `json:"state"`
