@@ -8,7 +8,7 @@
 //
 // Each package owns its store interfaces, their memory implementations and
 // their conformance suites (environment and environment/environmenttest,
-// lease and lease/leasetest, ...); this package only names them, so that
+// lease and lease/leasetest, workspace and workspace/workspacetest, ...); this package only names them, so that
 // the SQL packages (store/sqlite, store/postgres) and the root package use
 // one value without importing each other. A new package's store is a new
 // field, which breaks no one: the SQL packages fill it, and Memory does.
@@ -29,6 +29,7 @@ import (
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 	"github.com/berthdev/berth/templates"
+	"github.com/berthdev/berth/workspace"
 )
 
 // Stores holds the store of every berth package. berth.New takes either
@@ -64,6 +65,10 @@ type Stores struct {
 	// Templates holds the captured templates of environments and the
 	// history of their active pointers (package templates).
 	Templates templates.Store
+	// Workspaces holds the write-ahead records of agents' workspaces:
+	// owner, source, lease, checkpoint and the receipt of their end
+	// (package workspace).
+	Workspaces workspace.Store
 	// Durable marks stores whose records outlive the process: store/sqlite
 	// and store/postgres set it, Memory does not. berth.New then refuses
 	// to keep the secrets of configs in memory (Options.Secrets): a lease
@@ -120,6 +125,7 @@ func Memory() Stores {
 		Runners:        newMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
 		Templates:      templates.NewMemoryStore(),
+		Workspaces:     workspace.NewMemoryStore(),
 	}
 }
 

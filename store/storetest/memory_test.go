@@ -18,8 +18,8 @@ func TestMissing(t *testing.T) {
 		t.Errorf("Memory().Missing() = %v, want none", m)
 	}
 	all := (store.Stores{}).Missing()
-	if len(all) != 10 || all[0] != "Environments" || all[7] != "Runners" || all[8] != "Settings" || all[9] != "Templates" {
-		t.Errorf("Stores{}.Missing() = %v, want every field from Environments to Templates", all)
+	if len(all) != 11 || all[0] != "Environments" || all[7] != "Runners" || all[8] != "Settings" || all[9] != "Templates" || all[10] != "Workspaces" {
+		t.Errorf("Stores{}.Missing() = %v, want every field from Environments to Workspaces", all)
 	}
 	s := store.Memory()
 	s.Leases, s.Runners = nil, nil

@@ -6,7 +6,7 @@
 //
 // Each package owns its suite (environment/environmenttest,
 // qualification/qualificationtest, lease/leasetest, handover/handovertest,
-// templates/templatestest, instance/instancetest, and the runner
+// templates/templatestest, workspace/workspacetest, instance/instancetest, and the runner
 // protocol's internal/prp/prptest and internal/controller/controllertest:
 // Stores.Runners is sealed, and a store of another author sets it from
 // store.Memory()); this package only calls them, one subtest per Stores
@@ -33,6 +33,8 @@ import (
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
 	"github.com/berthdev/berth/templates/templatestest"
+	"github.com/berthdev/berth/workspace"
+	"github.com/berthdev/berth/workspace/workspacetest"
 )
 
 // RunStoreTests runs every package's store suite; newStores returns a
@@ -80,6 +82,9 @@ func RunStoreTests(t *testing.T, newStores func(t *testing.T) store.Stores) {
 	})
 	t.Run("Templates", func(t *testing.T) {
 		templatestest.RunStoreTests(t, func(t *testing.T) templates.Store { return stores(t).Templates })
+	})
+	t.Run("Workspaces", func(t *testing.T) {
+		workspacetest.RunStoreTests(t, func(t *testing.T) workspace.Store { return stores(t).Workspaces })
 	})
 }
 

@@ -20,6 +20,7 @@ func (db *DB) Stores() store.Stores {
 		Runners:        controller.SealStore(db.PRP()).(store.RunnerStore),
 		Settings:       db,
 		Templates:      db,
+		Workspaces:     db,
 		Durable:        true,
 	}
 }
