@@ -37,8 +37,8 @@ func ExampleMemory() {
 	s, err := sys.Settings().Get(ctx, authz.Principal{ID: "ops", Role: authz.RoleLocalOperator})
 	fmt.Println(s.EnableEnvironments, s.Revision, err)
 	// Output:
-	// [Environments Bindings Health SecretUses Qualifications Leases AuthChecks Runners Templates]
-	// berth: Options.Stores sets some stores and leaves Stores.Environments, Stores.Bindings, Stores.Health, Stores.SecretUses, Stores.Qualifications, Stores.Leases, Stores.AuthChecks, Stores.Runners, Stores.Templates nil: set every field (store.Memory() for the ones kept in memory), or none for memory stores
+	// [Environments Bindings Health SecretUses Qualifications Leases AuthChecks Runners Templates Workspaces]
+	// berth: Options.Stores sets some stores and leaves Stores.Environments, Stores.Bindings, Stores.Health, Stores.SecretUses, Stores.Qualifications, Stores.Leases, Stores.AuthChecks, Stores.Runners, Stores.Templates, Stores.Workspaces nil: set every field (store.Memory() for the ones kept in memory), or none for memory stores
 	// []
 	// true 0 <nil>
 }
