@@ -45,6 +45,7 @@ package tarsafe
 
 import (
 	"archive/tar"
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -409,7 +410,11 @@ func Create(w io.Writer, src *os.Root, opts Options) error {
 				Message: fmt.Sprintf("The exclude pattern %q is malformed.", pat), Err: err}
 		}
 	}
-	tw := tar.NewWriter(w)
+	// Whole records of createBuffer bytes go to w, not a header, a file
+	// and its padding each: a pipe into an HTTP body or an SSH channel
+	// sends each write as a chunk or packet of its own.
+	bw := bufio.NewWriterSize(w, createBuffer)
+	tw := tar.NewWriter(bw)
 	fsys := src.FS()
 	var total int64
 	n := 0
@@ -478,8 +483,14 @@ func Create(w io.Writer, src *os.Root, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return tw.Close()
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
+
+// createBuffer is the size of Create's writes to its writer.
+const createBuffer = 64 << 10
 
 func walkErr(p string, err error) error {
 	return &errcode.Error{Op: "create", Target: fmt.Sprintf("source entry %q", p),

@@ -60,13 +60,18 @@ default all):
   lease-postgres the same on PostgreSQL
   replicas       8 host replicas on one PostgreSQL vs 1 (4 workers each),
                  provider start 50 ms and 0
+  files-docker   a tree of 10,000 files (100 MiB) put into a Docker
+                 sandbox vs 'docker cp', median of 5
+  files-ssh      the same tree put through the SSH driver vs 'tar c' piped
+                 into 'tar x' through one x/crypto/ssh session, and vs
+                 OpenSSH's 'tar c | ssh host tar x', median of 5
 It starts what it needs the way berth's tests do (sshd, a loopback
 registry, a busybox test image, the runner built from the module's source)
 and removes it all at the end; a missing component skips its rows.
 `
 
 // benchWorkloads are the workload names of --only, in the order they run.
-var benchWorkloads = []string{"ssh", "docker", "docker-pool", "docker-runner-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas"}
+var benchWorkloads = []string{"ssh", "docker", "docker-pool", "docker-runner-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas", "files-docker", "files-ssh"}
 
 // benchRow is one line of the table (one JSON object with --json).
 type benchRow struct {
@@ -84,11 +89,14 @@ type benchRow struct {
 type benchScale struct {
 	probes, execRounds, execs, leases, tasks, pinRounds, poolLeases int
 	streamBytes                                                     int64
+	// treeFiles and treeBytes are the files rows' tree.
+	treeFiles int
+	treeBytes int64
 }
 
 var (
-	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30}
-	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20}
+	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30, treeFiles: 10000, treeBytes: 100 << 20}
+	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, treeBytes: 5 << 20}
 )
 
 // pinsAtOnce is how many pins of one tag the pins workload starts at once.
@@ -107,7 +115,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 	fs.Usage = func() { fmt.Fprint(g.stderr, benchUsage); fs.PrintDefaults() }
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON object per row")
 	only := fs.String("only", "", "comma-separated workloads: "+strings.Join(benchWorkloads, ","))
-	quick := fs.Bool("quick", false, "a short run: fewer iterations, a 32 MiB stream")
+	quick := fs.Bool("quick", false, "a short run: fewer iterations, a 32 MiB stream, a 5 MiB tree of 500 files")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -147,6 +155,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 	workloads := map[string]func(*benchTB) []benchRow{
 		"ssh": b.sshRows, "docker": b.dockerRow, "docker-pool": b.dockerPoolRows, "docker-runner-pool": b.dockerRunnerPoolRows, "runner-task": b.runnerTaskRow, "runner-stream": b.runnerStreamRow, "pins": b.pinsRow,
 		"lease": b.leaseRows, "lease-postgres": b.leasePostgresRow, "replicas": b.replicaRows,
+		"files-docker": b.filesDockerRow, "files-ssh": b.filesSSHRows,
 	}
 	// The rows each workload produces, named for a skip or a failure.
 	planned := map[string][]benchRow{
@@ -175,6 +184,11 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 		"replicas": {
 			{Workload: "8 host replicas on one PostgreSQL (provider start 50ms)", Anchor: "1 replica", Unit: "cycles/s"},
 			{Workload: "8 host replicas on one PostgreSQL (provider start 0s)", Anchor: "1 replica", Unit: "cycles/s"},
+		},
+		"files-docker": {{Workload: "files put " + b.scale.treeName() + " (docker, archive API)", Anchor: "docker cp", Unit: "MB/s"}},
+		"files-ssh": {
+			{Workload: "files put " + b.scale.treeName() + " (ssh, tar over the session)", Anchor: "tar c | x/crypto/ssh session tar x", Unit: "MB/s"},
+			{Workload: "files put " + b.scale.treeName() + " (ssh, tar over the session)", Anchor: "tar c | ssh host tar x (OpenSSH)", Unit: "MB/s"},
 		},
 	}
 	var failures []error

@@ -174,3 +174,32 @@ func TestBenchLeaseRows(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchFilesRows runs the files rows at the quick scale (a 5 MiB tree
+// of 500 files): a put into a Docker sandbox vs docker cp, and through
+// the SSH driver vs tar over one x/crypto/ssh session and vs OpenSSH, in
+// MB/s (each skipped without its component unless BERTH_REQUIRE_REAL=1).
+// The workloads themselves fail when a put left a file out.
+func TestBenchFilesRows(t *testing.T) {
+	out, errOut, err := runCLI(t, "", "bench", "--quick", "--json", "--only", "files-docker,files-ssh")
+	if err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	rows := benchRows(t, out)
+	if len(rows) != 3 {
+		t.Fatalf("bench --only files-docker,files-ssh printed %d rows, want 3:\n%s", len(rows), out)
+	}
+	anchors := []string{"docker cp", "tar c | x/crypto/ssh session tar x", "tar c | ssh host tar x (OpenSSH)"}
+	for i, r := range rows {
+		if r.Anchor != anchors[i] || !strings.HasPrefix(r.Workload, "files put 5 MiB in 500 files") || r.Unit != "MB/s" {
+			t.Errorf("row %d: %+v, want the quick tree against %q in MB/s", i, r, anchors[i])
+		}
+		if r.Skipped != "" {
+			if testenv.RequireReal() {
+				t.Errorf("row %q skipped under BERTH_REQUIRE_REAL=1: %s", r.Workload, r.Skipped)
+			}
+			continue
+		}
+		checkMeasured(t, r)
+	}
+}

@@ -37,7 +37,7 @@
 //	auth-check record ENV --company C (--account REF|--account-file FILE) [--project P]... --status succeeded|failed [--message S]
 //	auth-check show [--company C] [--account REF]
 //	auth-check clear --company C --account REF
-//	bench [--only ssh,docker,runner-task,runner-stream,pins,lease,lease-postgres,replicas] [--quick] [--json]
+//	bench [--only ssh,docker,runner-task,runner-stream,pins,lease,lease-postgres,replicas,files-docker,files-ssh] [--quick] [--json]
 //	settings show | settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL] [--quota-per-company N] [--quota-per-company-env N] [--revision N]
 //
 // envctl ends after each command. A lease acquired by `lease acquire`
