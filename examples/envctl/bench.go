@@ -89,14 +89,15 @@ type benchRow struct {
 type benchScale struct {
 	probes, execRounds, execs, leases, tasks, pinRounds, poolLeases int
 	streamBytes                                                     int64
-	// treeFiles and treeBytes are the files rows' tree.
-	treeFiles int
-	treeBytes int64
+	// treeFiles and treeBytes are the files rows' tree, fileRounds how
+	// many puts each side makes (the median is reported).
+	treeFiles, fileRounds int
+	treeBytes             int64
 }
 
 var (
-	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30, treeFiles: 10000, treeBytes: 100 << 20}
-	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, treeBytes: 5 << 20}
+	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30, treeFiles: 10000, fileRounds: 5, treeBytes: 100 << 20}
+	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, fileRounds: 1, treeBytes: 5 << 20}
 )
 
 // pinsAtOnce is how many pins of one tag the pins workload starts at once.
@@ -115,7 +116,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 	fs.Usage = func() { fmt.Fprint(g.stderr, benchUsage); fs.PrintDefaults() }
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON object per row")
 	only := fs.String("only", "", "comma-separated workloads: "+strings.Join(benchWorkloads, ","))
-	quick := fs.Bool("quick", false, "a short run: fewer iterations, a 32 MiB stream, a 5 MiB tree of 500 files")
+	quick := fs.Bool("quick", false, "a short run: fewer iterations, a 32 MiB stream, a 5 MiB tree of 500 files put once")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -26,11 +26,8 @@ import (
 // treeBytes in all, 100 per directory) put into a sandbox through its
 // drivers.Files, from tarsafe.Create of the host's directory as a host
 // program would, against the usual tool for the same copy, alternated
-// round by round; each side's value is the median of fileRounds rounds,
-// in MB/s of file content.
-
-// filesRounds is how many puts each side makes (the median is reported).
-const filesRounds = 5
+// round by round, after a round that warms every side; each side's value
+// is the median of benchScale.fileRounds rounds, in MB/s of file content.
 
 // benchTree writes the tree into a new directory and returns it.
 func (b *bench) benchTree(t *benchTB) string {
@@ -137,7 +134,7 @@ func (b *bench) filesDockerRow(t *benchTB) []benchRow {
 	}
 	src := b.benchTree(t)
 	var ours, theirs []time.Duration
-	for i := range filesRounds + 1 { // round 0 warms both sides
+	for i := range b.scale.fileRounds + 1 { // round 0 warms both sides
 		live(t)
 		sandboxExec(t, sb, "rm -rf /bench/b /bench/a && mkdir /bench/b /bench/a")
 		o := putTree(t, f, src, "b")
@@ -223,7 +220,7 @@ func (b *bench) filesSSHRows(t *benchTB) []benchRow {
 		return timed(t, exec.CommandContext(ctx, "sh", "-c", "set -e; "+pipeline))
 	}
 	var ours, viaSession, viaOpenSSH []time.Duration
-	for i := range filesRounds + 1 { // round 0 warms every side
+	for i := range b.scale.fileRounds + 1 { // round 0 warms every side
 		live(t)
 		sandboxExec(t, sb, "rm -rf b s o && mkdir b s o")
 		o := putTree(t, f, src, "b")
