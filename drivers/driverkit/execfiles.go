@@ -175,8 +175,13 @@ func (f ExecFiles) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo,
 		return nil, err
 	}
 	var out bytes.Buffer
-	if err := f.run(ctx, "read dir", rel, abs, listScript, nil, &out); err != nil {
+	if err := f.run(ctx, "read dir", rel, abs, listScript, nil, &capped{w: &out, n: maxListing + 1}); err != nil {
 		return nil, err
+	}
+	if out.Len() > maxListing {
+		return nil, &errcode.Error{Code: errcode.Invalid, Op: "read dir", Target: fmt.Sprintf("%q in %s", rel, f.Sandbox), Field: "path",
+			Message: fmt.Sprintf("The directory %q in the sandbox lists more than %d MiB of entries: list a directory below it, or get it as an archive.", rel, maxListing>>20),
+			Err:     fmt.Errorf("listing past %d bytes", maxListing)}
 	}
 	fields := strings.Split(out.String(), "\x00")
 	list := []drivers.FileInfo{}
@@ -192,6 +197,10 @@ func (f ExecFiles) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo,
 	slices.SortFunc(list, func(a, b drivers.FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	return list, nil
 }
+
+// maxListing bounds what ReadDir reads of a directory's listing: the
+// task owns the directory and can fill it with entries without end.
+const maxListing = 16 << 20
 
 // RebaseTar copies the tar stream r to w with prefix ("./", or "" for
 // none) cut from every name and hard link target, leaving out the entry
