@@ -6,7 +6,8 @@
 //     running when its package failed (a panic, a timeout);
 //   - the output of the tests named by -show (the API counts), passed or not;
 //   - at the end, the slowest tests and packages, the top-level tests that
-//     skipped, and the totals in one line ("N passed, N failed, N skipped").
+//     skipped, the run's wall and CPU time, and the totals in one line
+//     ("N passed, N failed, N skipped").
 //
 // It exits with go test's exit status (1 when go test could not run).
 //
@@ -28,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -60,6 +62,7 @@ type report struct {
 	fail    int
 	skip    int
 	skipped []string // "pkg Test" of the top-level tests that skipped
+	usage   string   // printed before the totals; see usage
 }
 
 func newReport(w io.Writer, show *regexp.Regexp) *report {
@@ -168,7 +171,20 @@ func (r *report) summary(n int) {
 			fmt.Fprintf(r.w, "  %s\n", s)
 		}
 	}
+	if r.usage != "" {
+		fmt.Fprintf(r.w, "\n%s\n", r.usage)
+	}
 	fmt.Fprintf(r.w, "\n%d passed, %d failed, %d skipped\n", r.pass, r.fail, r.skip)
+}
+
+// usage says how long go test ran and how much CPU it and the test binaries
+// it waited for used, and what share of the machine's cores that was: a
+// share well under 100% means the run waited on components (containers,
+// databases) more than it computed.
+func usage(wall time.Duration, ps *os.ProcessState, cores int) string {
+	cpu := ps.UserTime() + ps.SystemTime()
+	return fmt.Sprintf("go test: %.0fs wall, %.0fs CPU (user+sys of go test, the compiler and the test binaries), %.0f%% of %d cores",
+		wall.Seconds(), cpu.Seconds(), 100*cpu.Seconds()/(wall.Seconds()*float64(cores)), cores)
 }
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
@@ -220,6 +236,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(1)
 	}
+	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(1)
@@ -239,6 +256,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testreport: reading go test's output:", err)
 	}
 	err = cmd.Wait()
+	if cmd.ProcessState != nil {
+		r.usage = usage(time.Since(start), cmd.ProcessState, runtime.NumCPU())
+	}
 	r.summary(*slowest)
 	if err != nil {
 		var ee *exec.ExitError

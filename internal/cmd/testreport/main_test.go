@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -62,5 +64,25 @@ func TestOwnFlags(t *testing.T) {
 		if strings.Join(own, " ") != strings.Join(c.own, " ") || strings.Join(rest, " ") != strings.Join(c.rest, " ") {
 			t.Errorf("ownFlags(%q) = %q, %q; want %q, %q", c.args, own, rest, c.own, c.rest)
 		}
+	}
+}
+
+// The usage line gives the wall time, the CPU of the process and the
+// children it waited for, and that CPU as a share of the cores.
+func TestUsage(t *testing.T) {
+	// A child that computes: its CPU is counted in the parent's wait.
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if cpu <= 0 {
+		t.Fatalf("the child used no CPU (%v): the test proves nothing", cpu)
+	}
+	// A wall time of twice the CPU on one core is a 50% share.
+	got := usage(2*cpu, cmd.ProcessState, 1)
+	want := fmt.Sprintf("go test: %.0fs wall, %.0fs CPU (user+sys of go test, the compiler and the test binaries), 50%% of 1 cores", (2 * cpu).Seconds(), cpu.Seconds())
+	if got != want {
+		t.Errorf("usage = %q, want %q", got, want)
 	}
 }
