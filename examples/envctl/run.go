@@ -201,14 +201,14 @@ type accountUse struct {
 
 // runReport is what --json prints.
 type runReport struct {
-	Lease    string              `json:"lease"`
-	Task     string              `json:"task"`
-	Runner   string              `json:"runner"` // the runner binary's SHA-256
-	Output   []lease.OutputChunk `json:"output"`
-	Exit     *lease.Exit         `json:"exit,omitempty"`
-	Stopped  bool                `json:"stopped"`
-	Proofs   []lease.StopProof   `json:"proofs,omitempty"`
-	Receipt  *lease.Lease        `json:"receipt,omitempty"`
+	Lease   string              `json:"lease"`
+	Task    string              `json:"task"`
+	Runner  string              `json:"runner"` // the runner binary's SHA-256
+	Output  []lease.OutputChunk `json:"output"`
+	Exit    *lease.Exit         `json:"exit,omitempty"`
+	Stopped bool                `json:"stopped"`
+	Proofs  []lease.StopProof   `json:"proofs,omitempty"`
+	Receipt *lease.Lease        `json:"receipt,omitempty"`
 	// Held says the lease was kept after the task (--hold, --lease).
 	Held     bool `json:"held,omitempty"`
 	ExitCode int  `json:"exitCode"`
