@@ -81,8 +81,9 @@ it runs: envctl prints the code that names the part that did not match
 (auth_check_missing, _version, _status, _fingerprint, _provider,
 _projects), releases the lease and exits 1.
 
---hold keeps the lease after the task instead of releasing it, and
-prints its id on stderr ("envctl: lease ID held ..."; with --json the
+--hold keeps the lease after the task instead of releasing it (what the
+task left running is stopped with the runner's proof, so that a later
+release owes it nothing), and prints its id on stderr ("envctl: lease ID held ..."; with --json the
 report's lease and held): the next turn of the agent finds the first
 turn's files in it. With --workspace W it leases with the policy
 reuse_by_workspace, whose reuse key is the company, the environment, the
@@ -348,6 +349,19 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		return fmt.Errorf("run %s: output of task %s: %w", what, task.ID(), err)
 	}
 	rep.Exit = &o.exit
+	if hd.keep {
+		// The turn ends with its task's processes, proven by the runner
+		// (a background process the task left is stopped too): a later
+		// release of the held lease, from any process, then owes this
+		// task nothing and needs no runner connected.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		p, serr := task.Stop(sctx)
+		cancel()
+		if serr != nil {
+			return fmt.Errorf("run %s: task %s exited; stopping what it left: %w", what, task.ID(), serr)
+		}
+		rep.Proofs = append(rep.Proofs, p)
+	}
 	code := o.exit.Code
 	if code < 0 {
 		code = 128 + signalNumber(o.exit.Signal)
