@@ -41,7 +41,8 @@ func TestRunHoldsTheLeaseAcrossTurns(t *testing.T) {
 
 	// The second turn of workspace w resumes the same lease (the fake's
 	// runner lives in the process that launched it, so the run of a
-	// later process in it is TestRunHoldInDocker's, with the real runner).
+	// later process in it is TestRunInRealTargets/box-held's, with the
+	// real runner).
 	if got := c.ok("lease", "acquire", "sbx", "--company", "acme", "--workspace", "w", "--policy", "reuse_by_workspace"); !strings.Contains(got, "lease "+id+" ") {
 		t.Errorf("second turn of workspace w: want lease %s:\n%s", id, got)
 	}
@@ -97,7 +98,11 @@ func TestRunHoldsTheLeaseAcrossTurns(t *testing.T) {
 		}
 	}
 
-	// Its release (a runner task of the fake, whose runner lived in the
-	// first command's process, cannot be proven stopped from another:
-	// TestRunHoldInDocker releases a held lease) is left to the test's end.
+	// run --hold stopped its task with proof: the release needs no runner.
+	if got := c.ok("lease", "release", id); !strings.Contains(got, "released") || !strings.Contains(got, "cleanup: confirmed") {
+		t.Errorf("lease release %s:\n%s", id, got)
+	}
+	if _, _, err := c.exec("", "run", "--lease", id, "--", "true"); err == nil || !strings.Contains(err.Error(), "not a live lease") {
+		t.Errorf("run --lease of a released lease: %v", err)
+	}
 }
