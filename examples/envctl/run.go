@@ -142,6 +142,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	}
 	project := ""
 	switch {
+	case *heldID != "": // --project names the managed account's projects
 	case len(pos) == 1 && len(projects) > 0 && *account == "":
 		return fmt.Errorf("run %s: flag --project with ENV names the managed account's projects: it needs --managed-account", pos[0])
 	case len(pos) == 0 && len(projects) > 1:
