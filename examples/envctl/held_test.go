@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/berthdev/berth/errcode"
 )
 
 // heldLease returns the id of the lease envctl run --hold printed it held.
@@ -96,6 +98,27 @@ func TestRunHoldsTheLeaseAcrossTurns(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(b) != want {
 			t.Errorf("got %s = %q, %v; want %q", name, b, err, want)
 		}
+	}
+
+	// What the sandbox sends back is the task's to forge: a link that
+	// leads out of the destination is refused, naming it, and nothing is
+	// written through it.
+	if err := os.Symlink("/etc", filepath.Join(src, "sub", "out")); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := c.exec("", "workspace", "put", id, "--from", src); err != nil {
+		t.Fatalf("workspace put of a link: %v\n%s", err, errOut)
+	}
+	if ls := c.ok("workspace", "ls", id, "sub"); !strings.Contains(ls, "out -> /etc") {
+		t.Errorf("the link did not go in as a link:\n%s", ls)
+	}
+	evil := t.TempDir()
+	_, _, err = c.exec("", "workspace", "get", id, "sub", "--to", evil)
+	if err == nil || errcode.ReasonOf(err) != "unsafe_archive" || !strings.Contains(errorText(err, false, false), `"out"`) {
+		t.Errorf("workspace get of a link out of the destination: %v, want unsafe_archive naming out", err)
+	}
+	if _, err := os.Lstat(filepath.Join(evil, "out")); err == nil {
+		t.Errorf("the link out of the destination was written")
 	}
 
 	// run --hold stopped its task with proof: the release needs no runner.
