@@ -551,6 +551,8 @@
         (l.providerLeaseId ? " (" + l.providerLeaseId + ")" : "") + ", environment " + l.environment +
         ": " + l.status + ", cleanup " + (l.cleanup || "none") + (l.cleanupEvidenceKind ? " by " + l.cleanupEvidenceKind : "") +
         (l.cleanupEvidence ? " (" + l.cleanupEvidence + ")" : ""));
+    } else if (v.held && v.endedAt) {
+      setText(document.getElementById("run-receipt"), "none: lease " + v.leaseId + " is kept for the next run (release it through the API)");
     }
     if (v.endedAt) document.getElementById("run-stop").disabled = true;
     if (v.endedAt && v.held && v.leaseId) showFiles(v.leaseId);
