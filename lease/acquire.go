@@ -50,6 +50,13 @@ type AcquireRequest struct {
 	// host drivers, and part of the reuse key of ReuseByWorkspace). With a
 	// Scope it defaults to the scope's workspace.
 	Workspace string
+	// Project is the project of the run: with Workspace the reuse key of
+	// ReuseByWorkspace, so that a workspace is its project's and another
+	// project's acquisition never resumes its lease. With a Scope it
+	// defaults to (and must equal) the scope's project. Default "": the
+	// key of a run of no project (the key leases acquired before the
+	// field existed hold).
+	Project string
 	// Run identifies the run. Acquiring again with the same Company, Run and
 	// environment while the lease is active returns the same lease (LEASE-8).
 	// Default "": acquisitions are not matched by run (a reusable policy
@@ -371,7 +378,12 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 	case ReuseByEnvironment:
 		a.reuseKey = fmt.Sprintf("env:%q:%q", req.Company, env.ID)
 	case ReuseByWorkspace:
-		a.reuseKey = fmt.Sprintf("ws:%q:%q:%q", req.Company, env.ID, req.Workspace)
+		// The project joins the key only when there is one: a key of
+		// three parts and one of four never meet (each part is quoted).
+		a.reuseKey = quotedKey("ws:", req.Company, env.ID, req.Workspace)
+		if req.Project != "" {
+			a.reuseKey = quotedKey("ws:", req.Company, env.ID, req.Project, req.Workspace)
+		}
 	default:
 		if req.Run != "" {
 			a.runKey = quotedKey("run:", req.Company, env.ID, req.Run)

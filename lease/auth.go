@@ -13,7 +13,7 @@ import (
 )
 
 // target authorizes p for req and returns the environment to lease; it
-// fills req.Company and req.Workspace from a scope. Saved environments come
+// fills req.Company, req.Workspace and req.Project from a scope. Saved environments come
 // from the store through the manager's Assignments (never from the caller).
 func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireRequest) (*environment.Environment, error) {
 	named := 0
@@ -61,6 +61,12 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 	req.Company = company
 	if req.Scope != nil && req.Workspace == "" {
 		req.Workspace = req.Scope.Workspace
+	}
+	if req.Scope != nil && req.Project == "" {
+		req.Project = req.Scope.Project
+	}
+	if req.Scope != nil && req.Project != req.Scope.Project {
+		return nil, fmt.Errorf("lease: acquire through %s: project %q is not the scope's: %w", req.Scope, req.Project, errcode.ErrInvalid)
 	}
 	return target.(*environment.Environment), nil
 }

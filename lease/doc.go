@@ -87,6 +87,15 @@
 // and ReplaceReason (not_found, expired, identity_mismatch, runner_mismatch,
 // template_changed). A resume that fails otherwise keeps the lease and
 // returns an error of reason "lease_preserved" (errcode.ReasonOf); nothing replaces it silently.
+// The reuse key of ReuseByWorkspace is the company, the environment, the
+// project (AcquireRequest.Project) and the workspace: an agent's next turn
+// in its workspace gets the lease (and files) of the last one, another
+// project's or company's acquisition never does.
+//
+// Files (issue 52): Manager.Files hands a principal the files of a live
+// lease (drivers.Files, paths inside the sandbox's working directory),
+// authorized as the lease is: ActionRead lists a directory, ActionLease
+// reads and writes content (a board member lists only).
 //
 // Templates (IMG-8): while an environment's active template applies to its
 // config (environment.ActiveTemplate.Drift relinked), a lease

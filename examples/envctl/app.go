@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -85,6 +87,11 @@ func openSystem(ctx context.Context, g *globals) (*system, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, err := runnerKey(path)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	sys, err := berth.New(ctx, &berth.Options{
 		Stores:   db.Stores(),
 		Drivers:  g.driverList(),
@@ -96,12 +103,56 @@ func openSystem(ctx context.Context, g *globals) (*system, error) {
 		Leases:       &lease.Options{ClaimGrace: g.claimGrace, PruneAfter: g.leaseRetention, ManualPoolRefill: true},
 		RunnerBinary: g.runnerBinary,
 		RunnerSet:    g.runnerSet,
+		// The runners of held leases (run --hold) outlive the command:
+		// the next envctl process of the database verifies their tokens
+		// with the same key and keeps their output where the runners'
+		// store indexes it.
+		RunnerKeys: [][]byte{key},
+		RunnerDir:  path + ".runners",
 	})
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	return &system{System: sys, stores: db.Stores(), db: db}, nil
+}
+
+// runnerKey returns the runners' token key of the database at path, kept
+// at PATH.runner-key (32 random bytes, mode 0600), made by the first
+// process that needs it: the processes of one database verify each
+// other's runner tokens, as replicas sharing Stores.Runners do.
+func runnerKey(path string) ([]byte, error) {
+	file := path + ".runner-key"
+	key, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("envctl: runner key: %w", err)
+		}
+		f, ferr := os.OpenFile(file+".tmp-"+hex.EncodeToString(key[:4]), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if ferr != nil {
+			return nil, fmt.Errorf("envctl: runner key: %w", ferr)
+		}
+		_, werr := f.Write(key)
+		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+			os.Remove(f.Name())
+			return nil, fmt.Errorf("envctl: runner key: %w", err)
+		}
+		// The first link wins; a process that lost the race reads it.
+		lerr := os.Link(f.Name(), file)
+		os.Remove(f.Name())
+		if lerr != nil && !errors.Is(lerr, os.ErrExist) {
+			return nil, fmt.Errorf("envctl: runner key: %w", lerr)
+		}
+		key, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("envctl: runner key: %w", err)
+	}
+	if len(key) < 32 {
+		return nil, fmt.Errorf("envctl: runner key %s holds %d bytes, want 32: remove it (no held lease's runner can reconnect then)", file, len(key))
+	}
+	return key, nil
 }
 
 // runDrivers lists drivers, whether each can be used (test mode

@@ -31,6 +31,9 @@
 //	image session show|cancel SESSION | session capture SESSION [--promote] | terminal SESSION
 //	run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--connect-timeout D] [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
 //	run --company C [--workspace W] [--project P] [--agent A] -- ARGV...  (through the scope's binding)
+//	run ENV|--company C ... --workspace W --hold -- ARGV...  (keep the lease: reuse_by_workspace)
+//	run --lease LEASE -- ARGV...  (in a held lease, kept held)
+//	workspace ls|get|put LEASE [PATH] [--to DIR|--from DIR]
 //	probe ENV --company C [--runner [--runner-binary PATH]]
 //	probe --draft --driver D --config FILE|-
 //	qualification show ENV --company C
@@ -192,6 +195,11 @@ commands:
                              run ARGV in a leased sandbox through berth's
                              runner, streaming its output; --managed-account
                              hands it a managed account (see 'envctl run -h')
+                             --hold keeps the lease for the next turn, and
+                             run --lease LEASE runs in a held one
+  workspace ls|get|put LEASE [PATH]
+                             list, download or upload the files of a live
+                             lease (see 'envctl workspace -h')
   probe ENV --company C      probe a saved environment (progress on stderr)
   probe --draft --driver D --config FILE
                              probe an unsaved config; saves no environment
@@ -264,6 +272,8 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 		return runBench(ctx, g, rest)
 	case "settings":
 		return runSettings(ctx, g, rest)
+	case "workspace":
+		return runWorkspace(ctx, g, rest)
 	case "help", "-h", "--help":
 		fs.Usage()
 		return nil

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, error) {
@@ -111,6 +113,10 @@ func TestEnvLifecycle(t *testing.T) {
 		t.Fatalf("database files: %v %v", files, err)
 	}
 	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.IsDir() { // PATH.runners, the runners' output
+			testenv.CanaryInFiles(t, canary, "the pasted secret", f)
+			continue
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -33,8 +33,9 @@ const runnerBuildHint = "CGO_ENABLED=0 go build -o berth-runner ./cmd/berth-runn
 const ManagedAccountFileEnv = "MANAGED_ACCOUNT_FILE"
 
 const runUsage = `usage: envctl run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--connect-timeout D] [--json]
-                 [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
-       envctl run --company C [--workspace W] [--project P] [--agent A] [...] -- ARGV...
+                 [--hold] [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
+       envctl run --company C [--workspace W] [--project P] [--agent A] [--hold] [...] -- ARGV...
+       envctl run --lease LEASE [--connect-timeout D] [--json] [--managed-account REF ...] -- ARGV...
 
 run executes ARGV in a leased sandbox through berth's runner: it leases ENV
 (by id or name; without ENV through the binding of the scope) with a
@@ -80,6 +81,22 @@ it runs: envctl prints the code that names the part that did not match
 (auth_check_missing, _version, _status, _fingerprint, _provider,
 _projects), releases the lease and exits 1.
 
+--hold keeps the lease after the task instead of releasing it (what the
+task left running is stopped with the runner's proof, so that a later
+release owes it nothing), and prints its id on stderr ("envctl: lease ID held ..."; with --json the
+report's lease and held): the next turn of the agent finds the first
+turn's files in it. With --workspace W it leases with the policy
+reuse_by_workspace, whose reuse key is the company, the environment, the
+project and W: a later 'run ... --workspace W --hold' of the same company
+and project resumes the same lease (another project's or company's never
+does). --lease LEASE runs the task in a held lease (the principal --as
+must be allowed to lease it: its company's agents and the operators) and
+keeps it held. 'envctl lease release LEASE' ends it. A held lease of a
+sandbox driver (docker, daytona) is reached from any envctl process; an
+ssh lease once the holder's claim expired (30s after the holding envctl
+exited); a local lease only in the process that acquired it, so --hold
+on local keeps nothing past the process (a sweep ends it).
+
 --json prints, instead of the live output, the task's stored output (its
 chunks in order, each naming its stream, bytes base64-encoded), its exit,
 the stop proofs and the lease receipt as one JSON object on stdout.
@@ -109,6 +126,8 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	agent := fs.String("agent", "", "agent of the scope (lease through its binding)")
 	binary := fs.String("runner-binary", os.Getenv(RunnerBinaryEnv), "runner binary on this host (default $"+RunnerBinaryEnv+")")
 	connectTimeout := fs.Duration("connect-timeout", 2*time.Minute, "how long to wait for the runner to install, start and connect")
+	hold := fs.Bool("hold", false, "keep the lease after the task (reuse_by_workspace with --workspace) and print its id")
+	heldID := fs.String("lease", "", "run in this held lease (and keep it held)")
 	pos, err := parseInterleaved(fs, args)
 	dash := slices.Index(args, "--")
 	if err != nil || dash < 0 || len(args[dash+1:]) == 0 {
@@ -123,6 +142,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	}
 	project := ""
 	switch {
+	case *heldID != "": // --project names the managed account's projects
 	case len(pos) == 1 && len(projects) > 0 && *account == "":
 		return fmt.Errorf("run %s: flag --project with ENV names the managed account's projects: it needs --managed-account", pos[0])
 	case len(pos) == 0 && len(projects) > 1:
@@ -133,15 +153,25 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	if *accountFile != "" && *account == "" {
 		return errors.New("run: flag --account-file needs --managed-account")
 	}
-	req := lease.AcquireRequest{Company: *company, Run: *runID, Workspace: *workspace}
+	if *heldID != "" {
+		if len(pos) > 0 || *company != "" || *workspace != "" || *agent != "" || *runID != "" || *hold || len(projects) > 0 && *account == "" {
+			return fmt.Errorf("run --lease %s: the held lease names its environment, company and workspace: leave out ENV and --company, --workspace, --project, --agent, --run and --hold", *heldID)
+		}
+	}
+	req := lease.AcquireRequest{Company: *company, Run: *runID, Workspace: *workspace, Project: project}
+	if *hold && *workspace != "" {
+		req.Policy = lease.ReuseByWorkspace
+	}
 	what := ""
-	if len(pos) == 1 {
+	if *heldID != "" {
+		what = "in held lease " + *heldID
+	} else if len(pos) == 1 {
 		what = pos[0]
 	} else {
 		req.Scope = &authz.Scope{Company: *company, Workspace: *workspace, Project: project, Agent: *agent}
 		what = "through the binding of " + req.Scope.String()
 	}
-	if *company == "" {
+	if *company == "" && *heldID == "" {
 		return fmt.Errorf("run %s: flag --company is required (a lease belongs to a company)", what)
 	}
 	g.runnerBinary = *binary
@@ -154,7 +184,14 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)
 		}
 	}
-	return runTask(ctx, g, what, pos, req, argv, acct)
+	return runTask(ctx, g, what, pos, req, argv, acct, held{id: *heldID, keep: *hold || *heldID != ""})
+}
+
+// held says which held lease a run uses (id, envctl run --lease) and
+// whether the lease is kept after the task (--hold, --lease).
+type held struct {
+	id   string
+	keep bool
 }
 
 // accountUse is the managed account of envctl run --managed-account.
@@ -166,28 +203,32 @@ type accountUse struct {
 
 // runReport is what --json prints.
 type runReport struct {
-	Lease    string              `json:"lease"`
-	Task     string              `json:"task"`
-	Runner   string              `json:"runner"` // the runner binary's SHA-256
-	Output   []lease.OutputChunk `json:"output"`
-	Exit     *lease.Exit         `json:"exit,omitempty"`
-	Stopped  bool                `json:"stopped"`
-	Proofs   []lease.StopProof   `json:"proofs,omitempty"`
-	Receipt  *lease.Lease        `json:"receipt,omitempty"`
-	ExitCode int                 `json:"exitCode"`
+	Lease   string              `json:"lease"`
+	Task    string              `json:"task"`
+	Runner  string              `json:"runner"` // the runner binary's SHA-256
+	Output  []lease.OutputChunk `json:"output"`
+	Exit    *lease.Exit         `json:"exit,omitempty"`
+	Stopped bool                `json:"stopped"`
+	Proofs  []lease.StopProof   `json:"proofs,omitempty"`
+	Receipt *lease.Lease        `json:"receipt,omitempty"`
+	// Held says the lease was kept after the task (--hold, --lease).
+	Held     bool `json:"held,omitempty"`
+	ExitCode int  `json:"exitCode"`
 }
 
 // runTask leases the target with a runner and runs argv through
 // lease.Handle.Run: the handle carries g.as's authority, so no principal
 // is passed again and no controller call is made here.
-func runTask(ctx context.Context, g *globals, what string, pos []string, req lease.AcquireRequest, argv []string, acct *accountUse) (err error) {
+func runTask(ctx context.Context, g *globals, what string, pos []string, req lease.AcquireRequest, argv []string, acct *accountUse, hd held) (err error) {
 	progress := func(format string, a ...any) {
 		if !g.json {
 			fmt.Fprintf(g.stderr, "envctl: "+format+"\n", a...)
 		}
 	}
-	if req.Runner, err = runnerSet(g, progress); err != nil {
-		return fmt.Errorf("run %s: %w", what, err)
+	if hd.id == "" {
+		if req.Runner, err = runnerSet(g, progress); err != nil {
+			return fmt.Errorf("run %s: %w", what, err)
+		}
 	}
 	sys, err := openSystem(ctx, g)
 	if err != nil {
@@ -199,15 +240,30 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 			return err
 		}
 	}
-	progress("leasing %s for company %s", what, req.Company)
-	h, err := sys.Leases().Acquire(ctx, g.as, req)
+	var h *lease.Handle
+	if hd.id != "" {
+		// The held lease's runner binary is the one it was acquired for
+		// (Lease.Runner); Open authorizes --as on the lease.
+		progress("opening held lease %s", hd.id)
+		h, err = sys.Leases().Open(ctx, g.as, hd.id)
+	} else {
+		progress("leasing %s for company %s", what, req.Company)
+		h, err = sys.Leases().Acquire(ctx, g.as, req)
+	}
 	if err != nil {
 		return fmt.Errorf("run %s: %w", what, err)
 	}
-	rep := &runReport{Lease: h.ID()}
+	rep := &runReport{Lease: h.ID(), Held: hd.keep}
 	// Whatever happens from here, the lease is released (its task hook
-	// stops and verifies every task first) and its receipt printed.
+	// stops and verifies every task first) and its receipt printed, or,
+	// held, kept and its id printed.
 	defer func() {
+		if hd.keep {
+			if jerr := holdRun(g, h, rep); jerr != nil && err == nil {
+				err = jerr
+			}
+			return
+		}
 		rerr, jerr := releaseRun(ctx, g, h, rep)
 		if jerr != nil && err == nil {
 			err = jerr
@@ -294,6 +350,19 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		return fmt.Errorf("run %s: output of task %s: %w", what, task.ID(), err)
 	}
 	rep.Exit = &o.exit
+	if hd.keep {
+		// The turn ends with its task's processes, proven by the runner
+		// (a background process the task left is stopped too): a later
+		// release of the held lease, from any process, then owes this
+		// task nothing and needs no runner connected.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		p, serr := task.Stop(sctx)
+		cancel()
+		if serr != nil {
+			return fmt.Errorf("run %s: task %s exited; stopping what it left: %w", what, task.ID(), serr)
+		}
+		rep.Proofs = append(rep.Proofs, p)
+	}
 	code := o.exit.Code
 	if code < 0 {
 		code = 128 + signalNumber(o.exit.Signal)
@@ -406,6 +475,19 @@ func releaseRun(ctx context.Context, g *globals, h *lease.Handle, rep *runReport
 		jerr = writeJSON(g.stdout, rep)
 	}
 	return rerr, jerr
+}
+
+// holdRun keeps the lease of envctl run --hold or --lease and says how
+// to use and end it; with --json it prints the report.
+func holdRun(g *globals, h *lease.Handle, rep *runReport) error {
+	if g.json {
+		if rep.Task != "" {
+			return writeJSON(g.stdout, rep)
+		}
+		return nil
+	}
+	fmt.Fprintf(g.stderr, "envctl: lease %s held: run in it with 'envctl run --lease %s -- ARGV', end it with 'envctl lease release %s'\n", h.ID(), h.ID(), h.ID())
+	return nil
 }
 
 // signalNumber maps the runner's signal names to their numbers (SIGKILL

@@ -111,6 +111,32 @@ func TestRunInRealTargets(t *testing.T) {
 			}
 		})
 	}
+	// issue 52 item 4: an agent's turns in one held Docker lease, each
+	// command a System of its own (the real runner relaunched with its
+	// resume ticket in the container): the second turn finds the first
+	// turn's file, and so do the lease's files (workspace ls).
+	t.Run("box-held", func(t *testing.T) {
+		out, errOut, err := c.exec("", "run", "box", "--company", "acme", "--workspace", "w", "--hold", "--runner-binary", bin, "--",
+			"sh", "-c", "echo one > turn1.txt; echo done")
+		if err != nil || out != "done\n" {
+			t.Fatalf("run --hold = %v, %q\nstderr:\n%s", err, out, errOut)
+		}
+		id := heldLease(t, errOut)
+		out, errOut, err = c.exec("", "run", "--lease", id, "--", "cat", "turn1.txt")
+		if err != nil || out != "one\n" || heldLease(t, errOut) != id {
+			t.Fatalf("run --lease %s = %v, %q; want the first turn's file\nstderr:\n%s", id, err, out, errOut)
+		}
+		_, errOut, err = c.exec("", "run", "box", "--company", "acme", "--workspace", "w", "--hold", "--runner-binary", bin, "--", "true")
+		if err != nil || heldLease(t, errOut) != id {
+			t.Fatalf("second run --workspace w --hold = %v; want lease %s\nstderr:\n%s", err, id, errOut)
+		}
+		if ls := c.ok("workspace", "ls", id); !strings.Contains(ls, "turn1.txt") {
+			t.Errorf("workspace ls %s lacks turn1.txt:\n%s", id, ls)
+		}
+		if got := c.ok("lease", "release", id); !strings.Contains(got, "released") || !strings.Contains(got, "cleanup: confirmed") {
+			t.Errorf("lease release %s:\n%s", id, got)
+		}
+	})
 }
 
 // AUTH-2 (issue 18): envctl run --managed-account with the real runner

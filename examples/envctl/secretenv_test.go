@@ -97,6 +97,10 @@ func TestSecretEnvDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
+		if e.IsDir() { // PATH.runners, the runners' output
+			testenv.CanaryInFiles(t, canary, "the secret", filepath.Join(filepath.Dir(c.db), e.Name()))
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(c.db), e.Name()))
 		if err != nil {
 			t.Fatal(err)

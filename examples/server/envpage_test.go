@@ -29,6 +29,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/lease"
 )
 
 // tab is one browser tab of a page test.
@@ -440,6 +441,30 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 		t.Errorf("the stop proof: %q", s)
 	}
 	screenshot(t, root, "08-run-in-docker")
+
+	// issue 52: a run that keeps its lease shows the lease's files: a
+	// directory opens to its listing, a file's text is viewed, a path
+	// downloads as a tar archive.
+	admin.do("held run in ws1", chromedp.SetValue(chromedp.ID("run-cmd"), "mkdir -p notes && echo held-turn-one > notes/a.txt && echo done"),
+		chromedp.Click(chromedp.ID("run-hold")), chromedp.Click(chromedp.ID("run-start")))
+	if s := admin.waitText("#run-exit", "exit status"); !strings.Contains(s, "exit status 0") {
+		t.Fatalf("the held run: %s, output %q", s, admin.text("#run-output"))
+	}
+	admin.waitText("#files-tree", "notes/")
+	admin.do("open notes", chromedp.Click(chromedp.CSS(`li[data-path="notes"] > details > summary`)))
+	admin.waitText(`li[data-path="notes"]`, "a.txt (14 bytes)")
+	admin.do("view notes/a.txt", chromedp.Click(chromedp.CSS(`li[data-path="notes/a.txt"] button`)))
+	admin.waitText("#files-view", "held-turn-one")
+	if href, _ := chromedp.Run(root, chromedp.Evaluate[string](`document.querySelector('li[data-path="notes/a.txt"] a').getAttribute("href")`)); !strings.Contains(href, "/files?path=notes%2Fa.txt&archive=1") {
+		t.Errorf("the download link of notes/a.txt: %q", href)
+	}
+	screenshot(t, root, "08b-held-run-files")
+	held := admin.text("#files-lease")
+	var rel lease.Lease
+	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/leases/" + held + "/release", token: tokAdmin}).decode(t, &rel)
+	if rel.Status != lease.StatusReleased {
+		t.Errorf("the held lease %s after its release: %s", held, rel.Status)
+	}
 
 	// Test box in acme: a pinned image, so the probe records a
 	// qualification, shown in the editor; a new registry credential (a

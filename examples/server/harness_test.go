@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 			b, err := io.ReadAll(r)
 			return string(b), err
 		})
+		openapi3filter.RegisterBodyDecoder(tarType, openapi3filter.FileBodyDecoder)
 		code = m.Run()
 	}()
 	if err := testenv.StopPostgres(); err != nil && code == 0 {

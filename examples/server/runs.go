@@ -107,6 +107,17 @@ type runBody struct {
 	Agent          string   `json:"agent,omitempty"`
 	Argv           []string `json:"argv"`
 	TimeoutSeconds int      `json:"timeoutSeconds,omitempty"`
+	// LeaseID runs the task in a held lease of the company (a run's with
+	// hold, or any live lease acquired with a runner) instead of
+	// acquiring one, and keeps it held: the caller must be allowed to
+	// lease it (lease.Manager.Open). It names no environment or scope.
+	LeaseID string `json:"leaseId,omitempty"`
+	// Hold keeps the lease after the task (what the task left running is
+	// stopped with the runner's proof) instead of releasing it: the next
+	// run names it by leaseId, or, with a workspace, acquires the same
+	// lease again (policy reuse_by_workspace, whose reuse key is the
+	// company, the environment, the project and the workspace).
+	Hold bool `json:"hold,omitempty"`
 }
 
 // runView is what GET …/runs/{id} shows.
@@ -126,6 +137,10 @@ type runView struct {
 	// -run-timeout; never more than an hour after its start).
 	Deadline time.Time  `json:"deadline"`
 	EndedAt  *time.Time `json:"endedAt,omitempty"`
+	// Held says the run keeps its lease (hold, or leaseId): it is not
+	// released at the run's end and the run has no receipt; release it
+	// with POST …/leases/{id}/release.
+	Held bool `json:"held,omitempty"`
 }
 
 // runProof is a stop proof of a run's task: the runner's word
@@ -207,6 +222,8 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request) {
 		err = invalid("argv", "required: the task's argv")
 	case body.TimeoutSeconds < 0 || time.Duration(body.TimeoutSeconds)*time.Second > maxRunTimeout:
 		err = invalid("timeoutSeconds", "want 0..%d", int(maxRunTimeout/time.Second))
+	case body.LeaseID != "" && (body.EnvironmentID != "" || body.Workspace != "" || body.Project != "" || body.Agent != "" || body.Hold):
+		err = invalid("leaseId", "a held lease names its environment and workspace and stays held: leave out environmentId, workspace, project, agent and hold")
 	}
 	var rn *taskRun
 	if err == nil {
@@ -241,8 +258,12 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 	req := lease.AcquireRequest{Company: company, Run: id, Workspace: body.Workspace, WithRunner: true, Policy: lease.Ephemeral}
 	if body.EnvironmentID != "" {
 		req.EnvironmentID = body.EnvironmentID
+		req.Project = body.Project
 	} else {
 		req.Scope = &authz.Scope{Company: company, Workspace: body.Workspace, Project: body.Project, Agent: body.Agent}
+	}
+	if body.Hold && body.Workspace != "" {
+		req.Policy = lease.ReuseByWorkspace
 	}
 	rs.prune(time.Now())
 	lim := rs.s.limits
@@ -254,9 +275,13 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 	deadline := now.Add(timeout)
 	// The lease ends with the run: past its deadline and the margin for
 	// the stop, any replica's sweep destroys it, even with no server left
-	// to hold the run.
-	req.Expires = deadline.Add(runLeaseMargin)
-	rec := runRecord{view: runView{ID: id, Company: company, Status: runStarting, Task: taskID, CreatedAt: now, Deadline: deadline},
+	// to hold the run. A held lease lives on (its TTL, renewed by each
+	// acquisition of its workspace).
+	held := body.Hold || body.LeaseID != ""
+	if !held {
+		req.Expires = deadline.Add(runLeaseMargin)
+	}
+	rec := runRecord{view: runView{ID: id, Company: company, Status: runStarting, Task: taskID, CreatedAt: now, Deadline: deadline, Held: held},
 		owner: p, argv: body.Argv}
 	rs.mu.Lock()
 	if rs.closed {
@@ -269,7 +294,12 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 		rs.wg.Done()
 		return nil, err
 	}
-	h, err := rs.s.sys.Leases().Acquire(ctx, p, req)
+	var h *lease.Handle
+	if body.LeaseID != "" {
+		h, err = rs.openHeld(ctx, p, company, body.LeaseID)
+	} else {
+		h, err = rs.s.sys.Leases().Acquire(ctx, p, req)
+	}
 	if err != nil {
 		rs.s.host.deleteRun(context.WithoutCancel(ctx), id)
 		rs.wg.Done()
@@ -350,11 +380,52 @@ func (rs *runs) fail(rn *taskRun, err error) {
 	rn.mu.Unlock()
 }
 
+// openHeld opens the held lease id of company for p (lease.Manager.Open
+// authorizes p on it; a lease of another company is not found).
+func (rs *runs) openHeld(ctx context.Context, p authz.Principal, company, id string) (*lease.Handle, error) {
+	h, err := rs.s.sys.Leases().Open(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if h.Lease().Company != company {
+		return nil, fmt.Errorf("lease %s: %w", id, errcode.ErrNotFound)
+	}
+	return h, nil
+}
+
 // release destroys the run's lease (stopping and checking its tasks
-// first), records its receipt and ends the run.
+// first), records its receipt and ends the run. A held run's lease is
+// kept: its task (if it started) is stopped with the runner's proof, so
+// that the lease's later release owes it nothing, and the run ends
+// without a receipt.
 func (rs *runs) release(ctx context.Context, rn *taskRun, h *lease.Handle) {
 	rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer c()
+	rn.mu.Lock()
+	held, task := rn.view.Held, rn.task
+	rn.mu.Unlock()
+	if held {
+		var err error
+		if task != nil {
+			var p lease.StopProof
+			p, err = task.Stop(rctx)
+			if p.TaskID != "" {
+				rn.mu.Lock()
+				rn.view.Proofs = append(rn.view.Proofs, runProof{StopProof: p, Evidence: drivers.EvidenceRunnerAttested})
+				rn.mu.Unlock()
+			}
+		}
+		now := time.Now().UTC()
+		rn.mu.Lock()
+		rn.view.EndedAt = &now
+		if err != nil && rn.view.Error == nil {
+			e := errorBody(fmt.Errorf("stop what task %s left in held lease %s: %w", task.ID(), h.ID(), err))
+			rn.view.Error = &e
+		}
+		rn.mu.Unlock()
+		rs.save(rctx, rn)
+		return
+	}
 	l, err := h.Release(rctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	now := time.Now().UTC()
 	rn.mu.Lock()

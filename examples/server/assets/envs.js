@@ -551,8 +551,118 @@
         (l.providerLeaseId ? " (" + l.providerLeaseId + ")" : "") + ", environment " + l.environment +
         ": " + l.status + ", cleanup " + (l.cleanup || "none") + (l.cleanupEvidenceKind ? " by " + l.cleanupEvidenceKind : "") +
         (l.cleanupEvidence ? " (" + l.cleanupEvidence + ")" : ""));
+    } else if (v.held && v.endedAt) {
+      setText(document.getElementById("run-receipt"), "none: lease " + v.leaseId + " is kept for the next run (release it through the API)");
     }
     if (v.endedAt) document.getElementById("run-stop").disabled = true;
+    if (v.endedAt && v.held && v.leaseId) showFiles(v.leaseId);
+  }
+
+  // ---- the files of a held run's lease (…/leases/{id}/files) ----
+  let filesLease = null;
+  function filesPath(lease, path, archive) {
+    return companyPath("/leases/" + encodeURIComponent(lease) + "/files?path=" + encodeURIComponent(path) + (archive ? "&archive=1" : ""));
+  }
+  function filesError(e) {
+    const el = document.getElementById("files-error");
+    if (!el) return;
+    el.textContent = errLine(e);
+    el.title = e.detail || "";
+    el.hidden = false;
+  }
+  // listDir fills ul with the entries of the directory path: a directory
+  // is a <details> listed when it is opened, a file has view and download.
+  async function listDir(lease, path, ul) {
+    const res = await api("GET", filesPath(lease, path));
+    if (res.status !== 200) { filesError(errOf(res)); return; }
+    ul.replaceChildren();
+    (res.body.entries || []).forEach(function (f) {
+      const li = document.createElement("li");
+      const full = path === "." ? f.name : path + "/" + f.name;
+      li.dataset.path = full;
+      const dl = document.createElement("a");
+      dl.href = filesPath(lease, full, true);
+      dl.textContent = "download";
+      dl.setAttribute("download", f.name + ".tar");
+      // Go's fs.FileMode: the directory bit is 1<<31, the link bit 1<<27.
+      if ((f.mode >>> 31) & 1) {
+        const d = document.createElement("details");
+        const sum = document.createElement("summary");
+        sum.textContent = f.name + "/ ";
+        sum.append(dl);
+        const sub = document.createElement("ul");
+        d.append(sum, sub);
+        d.addEventListener("toggle", function () { if (d.open && !sub.childElementCount) listDir(lease, full, sub); });
+        li.append(d);
+      } else if ((f.mode >>> 27) & 1) {
+        li.textContent = f.name + " -> " + (f.linkTarget || "") + " ";
+        li.append(dl);
+      } else {
+        const view = document.createElement("button");
+        view.type = "button";
+        view.textContent = "view";
+        view.addEventListener("click", function () { viewFile(lease, full); });
+        li.textContent = f.name + " (" + f.size + " bytes) ";
+        li.append(view, " ", dl);
+      }
+      ul.append(li);
+    });
+    if (!ul.childElementCount) {
+      const li = document.createElement("li");
+      li.textContent = "(empty)";
+      ul.append(li);
+    }
+  }
+  // viewFile shows the first 64 KiB of a file as text: it reads the tar
+  // stream of the file only as far as its first entry's first 64 KiB.
+  async function viewFile(lease, path) {
+    const pre = document.getElementById("files-view");
+    const r = await fetch(filesPath(lease, path, true), { credentials: "same-origin", headers: { Accept: "application/x-tar" } });
+    if (r.status !== 200) {
+      let e = { code: "unknown", message: "HTTP " + r.status };
+      try { e = (await r.json()).error || e; } catch (x) { /* not JSON */ }
+      filesError(e);
+      return;
+    }
+    const limit = 65536, reader = r.body.getReader();
+    let buf = new Uint8Array(0), text = null;
+    const octal = function (b, off, n) { return parseInt(new TextDecoder().decode(b.subarray(off, off + n)).replace(/\0.*$/, "").trim() || "0", 8); };
+    for (;;) {
+      // Walk the headers (PAX and GNU long-name records skipped) to the
+      // first regular file's data.
+      let off = 0;
+      while (text === null && buf.length >= off + 512) {
+        const size = octal(buf, off + 124, 12), type = String.fromCharCode(buf[off + 156]);
+        const data = off + 512;
+        if (type === "0" || type === "\0") {
+          const want = Math.min(size, limit);
+          if (buf.length >= data + want) text = new TextDecoder().decode(buf.subarray(data, data + want)) + (size > limit ? "\n… (first 64 KiB of " + size + " bytes)" : "");
+          break;
+        }
+        off = data + Math.ceil(size / 512) * 512;
+      }
+      if (text !== null) break;
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      const n = new Uint8Array(buf.length + chunk.value.length);
+      n.set(buf); n.set(chunk.value, buf.length);
+      buf = n;
+      if (buf.length > 4 * limit + (1 << 20)) break; // a header this long is not one
+    }
+    reader.cancel().catch(function () {});
+    pre.textContent = text === null ? "(not a regular file)" : text;
+    pre.dataset.path = path;
+    pre.hidden = false;
+  }
+  function showFiles(lease) {
+    const panel = document.getElementById("files-panel");
+    if (!panel || filesLease === lease) return;
+    filesLease = lease;
+    panel.hidden = false;
+    setText(document.getElementById("files-lease"), lease);
+    document.getElementById("files-error").hidden = true;
+    document.getElementById("files-view").hidden = true;
+    listDir(lease, ".", document.getElementById("files-tree"));
   }
   if (runForm) {
     runForm.addEventListener("submit", async function (ev) {
@@ -565,6 +675,8 @@
       const ws = document.getElementById("run-workspace").value.trim();
       if (target) body.environmentId = target;
       if (ws) body.workspace = ws;
+      if (document.getElementById("run-hold").checked) body.hold = true;
+      filesLease = null;
       const t = document.getElementById("run-timeout").value.trim();
       if (t) body.timeoutSeconds = /^\d+$/.test(t) ? Number(t) : t;
       ["run-output", "run-exit", "run-proof", "run-receipt"].forEach(function (id) { setText(document.getElementById(id), ""); });
