@@ -65,6 +65,14 @@ TEST_GCFLAGS ?= modernc.org/...=-d=checkptr=0
 # linker CPU each, over some seventy binaries); stack traces and the race
 # detector's reports come from the symbol and line tables, which stay.
 TEST_LDFLAGS ?= -w
+#
+# TEST_P is go test's -p: how many of its actions (compiling a package,
+# linking a test binary, running one) go at once. Its default, the number of
+# cores, suits compiling; but a running test binary holds its slot while it
+# waits on a container, sshd or PostgreSQL, and with two slots two such
+# binaries (the root package's and the Docker driver's, a minute or two
+# each) left the cores idle with the rest of the module still to compile.
+TEST_P ?= 4
 
 # Each of its four steps prints how long it took ("make test: ... took
 # Ns"), so a slow machine's run says where its time went.
@@ -73,8 +81,8 @@ test:
 	  echo "make test: the Debian packages took $$(( $$(date +%s) - s ))s"
 	@s=$$(date +%s); $(MAKE) --no-print-directory build-local lint vulncheck || exit $$?; \
 	  echo "make test: the build with the machine's Go, staticcheck and govulncheck took $$(( $$(date +%s) - s ))s"
-	@s=$$(date +%s); echo "BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./..."; \
-	  BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./...; rc=$$?; \
+	@s=$$(date +%s); echo "BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -p $(TEST_P) -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./..."; \
+	  BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -p $(TEST_P) -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./...; rc=$$?; \
 	  echo "make test: the suite took $$(( $$(date +%s) - s ))s"; exit $$rc
 	@s=$$(date +%s); $(MAKE) --no-print-directory fuzz || exit $$?; \
 	  echo "make test: the fuzz targets took $$(( $$(date +%s) - s ))s"
