@@ -1,0 +1,244 @@
+package berth_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/workspace"
+)
+
+var wsOperator = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+
+// wsRig is a System with one environment of driver, and a lease of it
+// for company.
+func wsLease(t *testing.T, sys *berth.System, driver string, cfg map[string]any, company string) *lease.Handle {
+	t.Helper()
+	ctx := context.Background()
+	v, err := sys.Catalog().Create(ctx, wsOperator, environment.CreateRequest{Name: "ws-" + driver + "-" + company, Driver: driver, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sys.Leases().Acquire(ctx, wsOperator, lease.AcquireRequest{EnvironmentID: v.ID, Company: company})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = h.Release(context.Background(), lease.ReleaseOptions{}) })
+	return h
+}
+
+func wsSystem(t *testing.T, d drivers.Driver) *berth.System {
+	t.Helper()
+	sys, err := berth.New(context.Background(), &berth.Options{Drivers: []drivers.Driver{d}, TestMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Close() })
+	return sys
+}
+
+// wsSource writes a small project: modes, an empty directory, a 0-byte
+// file, a link in, and a .env the default exclude list leaves out.
+func wsSource(t *testing.T) (dir, hashWithoutEnv string) {
+	t.Helper()
+	dir = t.TempDir()
+	for p, c := range map[string]string{"src/main.c": "int main(void) { return 1; }\n", "Makefile": "test:\n\t./run.sh\n", "run.sh": "#!/bin/sh\nexit 0\n", "empty": ""} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(dir, "run.sh"), 0o755)
+	os.Mkdir(filepath.Join(dir, "build"), 0o750)
+	os.Chmod(filepath.Join(dir, "build"), 0o750)
+	if err := os.Symlink("src/main.c", filepath.Join(dir, "main.c")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	h, err := workspace.TreeHash(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("TOKEN=secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, h
+}
+
+// files returns the sandbox's drivers.Files, for a test that plays the
+// agent.
+func files(t *testing.T, h *lease.Handle) drivers.Files {
+	t.Helper()
+	var f drivers.Files
+	if err := h.Raw(func(sb any) error { f = sb.(drivers.Files); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func tarOf(t *testing.T, entries map[string]string) *bytes.Buffer {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for k := range entries {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		c := entries[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(c))}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(c))
+	}
+	tw.Close()
+	return &b
+}
+
+func tarNames(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	var names []string
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, hdr.Name)
+	}
+}
+
+// The workspace's life on a target: prepare a host directory (the hash in
+// the sandbox equals the host's, .env left out), the agent changes
+// files, collect returns them and the deletions, a release ends the
+// record with a receipt.
+func testWorkspaceLife(t *testing.T, d drivers.Driver, cfg map[string]any) {
+	ctx := context.Background()
+	sys := wsSystem(t, d)
+	h := wsLease(t, sys, d.Name(), cfg, "acme")
+	src, want := wsSource(t)
+	ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "fix-tests",
+		Source: workspace.Source{Kind: workspace.SourceDir, Location: src}})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	if ws.State != workspace.StateReady || ws.Checkpoint.Tree != want {
+		t.Fatalf("prepared %s at %+v, want ready at the source's tree hash %s", ws.State, ws.Checkpoint, want)
+	}
+	if !strings.Contains(ws.Dir, "/.berth/ws/fix-tests-") {
+		t.Errorf("directory %s", ws.Dir)
+	}
+	rel := ".berth/ws/" + filepath.Base(ws.Dir)
+	fs := files(t, h)
+	list, err := fs.ReadDir(ctx, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fi := range list {
+		if fi.Name == ".env" {
+			t.Error("the .env file went into the sandbox")
+		}
+	}
+	// The agent's turn: a changed file, a new one, a removed one.
+	if err := fs.PutArchive(ctx, rel, tarOf(t, map[string]string{"src/main.c": "int main(void) { return 0; }\n", "NEW": "new\n"})); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", "rm -f " + rel + "/empty"}}); d.Name() != "fake" && (err != nil || res.ExitCode != 0) {
+		t.Fatalf("rm: %v %+v", err, res)
+	}
+	var out bytes.Buffer
+	r, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID, Files: &out})
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if !slices.Equal(r.Changed, []string{"NEW", "src/main.c"}) {
+		t.Errorf("changed %q, want NEW and src/main.c", r.Changed)
+	}
+	if d.Name() != "fake" && !slices.Equal(r.Deleted, []string{"empty"}) {
+		t.Errorf("deleted %q, want empty", r.Deleted)
+	}
+	if r.Base.Tree != want || r.Head.Tree == want || r.Head.Tree == "" {
+		t.Errorf("receipt base %s head %s", r.Base.Tree, r.Head.Tree)
+	}
+	names := tarNames(t, &out)
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"NEW", "src/main.c"}) {
+		t.Errorf("the archive holds %q, want NEW and src/main.c", names)
+	}
+	// Another company is refused the lease.
+	_, err = sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "globex", Key: "fix-tests",
+		Source: workspace.Source{Kind: workspace.SourceDir, Location: src}})
+	if errcode.ReasonOf(err) != "workspace_owner" || !errors.Is(err, errcode.ErrDenied) {
+		t.Errorf("another company's prepare: %v, want reason workspace_owner", err)
+	}
+	// Another project of the same company too: the lease holds acme/app's.
+	_, err = sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Project: "other", Key: "fix-tests",
+		Source: workspace.Source{Kind: workspace.SourceDir, Location: src}})
+	if errcode.ReasonOf(err) != "workspace_owner" {
+		t.Errorf("another project's prepare: %v, want reason workspace_owner", err)
+	}
+	// Prepared again: the directory no longer matches, so it is put in
+	// afresh under a new record, the old one ended reprepared.
+	ws2, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "fix-tests",
+		Source: workspace.Source{Kind: workspace.SourceDir, Location: src}})
+	if err != nil || ws2.ID == ws.ID || ws2.Checkpoint.Tree != want {
+		t.Fatalf("prepare again: %+v, %v", ws2, err)
+	}
+	// Once more, unchanged: the same record, nothing moved.
+	ws3, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "fix-tests",
+		Source: workspace.Source{Kind: workspace.SourceDir, Location: src}})
+	if err != nil || ws3.ID != ws2.ID {
+		t.Fatalf("prepare unchanged: %+v, %v; want the record %s reused", ws3, err, ws2.ID)
+	}
+	if _, err := h.Release(ctx, lease.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	shown, err := sys.Workspaces().Show(ctx, wsOperator, h.ID())
+	if err != nil || len(shown) != 2 {
+		t.Fatalf("Show: %d records, %v", len(shown), err)
+	}
+	if e := shown[0].End; e == nil || e.Reason != workspace.EndReprepared {
+		t.Errorf("the first record ended %+v, want reprepared", e)
+	}
+	if e := shown[1].End; shown[1].State != workspace.StateEnded || e == nil || e.Reason != workspace.EndReleased || e.Outcome != workspace.OutcomeClean {
+		t.Errorf("after the release the record is %s %+v, want ended released clean", shown[1].State, e)
+	}
+	// A board member of another company sees none of it.
+	if shown, _ := sys.Workspaces().Show(ctx, authz.Principal{ID: "b", Role: authz.RoleBoardMember, Companies: []string{"globex"}}, h.ID()); len(shown) != 0 {
+		t.Errorf("another company's board member sees %d records", len(shown))
+	}
+}
+
+func TestWorkspaceLifeFake(t *testing.T) {
+	testWorkspaceLife(t, fake.New(nil), nil)
+}
+
+func TestWorkspaceLifeLocal(t *testing.T) {
+	testWorkspaceLife(t, local.New(nil), map[string]any{"workdir": t.TempDir()})
+}
