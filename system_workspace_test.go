@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
@@ -241,4 +242,61 @@ func TestWorkspaceLifeFake(t *testing.T) {
 
 func TestWorkspaceLifeLocal(t *testing.T) {
 	testWorkspaceLife(t, local.New(nil), map[string]any{"workdir": t.TempDir()})
+}
+
+// A prepare that never finishes (its process gone: here blocked on its
+// archive) leaves its record preparing; once its lease is gone, a sweep
+// ends the record swept, with a receipt that says so, and the lease is
+// expired with its sandbox destroyed.
+func TestWorkspaceSweepEndsAPrepareLeftBehind(t *testing.T) {
+	ctx := context.Background()
+	sys := wsSystem(t, fake.New(nil))
+	v, err := sys.Catalog().Create(ctx, wsOperator, environment.CreateRequest{Name: "crash", Driver: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sys.Leases().Acquire(ctx, wsOperator, lease.AcquireRequest{EnvironmentID: v.ID, Company: "acme", Expires: time.Now().Add(200 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		_, _ = sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "k",
+			Source: workspace.Source{Kind: workspace.SourceArchive}, Archive: pr})
+	}()
+	var rec *workspace.Workspace
+	for rec == nil {
+		ws, err := sys.Workspaces().Show(ctx, wsOperator, h.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) == 1 {
+			rec = ws[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if rec.State != workspace.StatePreparing {
+		t.Fatalf("the record is %s while its archive is read, want preparing (write-ahead)", rec.State)
+	}
+	time.Sleep(time.Until(h.Lease().ExpiresAt) + 10*time.Millisecond) // until the lease is past its expiry
+	rep, err := sys.Sweep(ctx, wsOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.WorkspacesEnded != 1 {
+		t.Errorf("the sweep ended %d workspaces, want 1", rep.WorkspacesEnded)
+	}
+	l, err := sys.Leases().Get(ctx, wsOperator, h.ID())
+	if err != nil || l.Status != lease.StatusExpired || l.Cleanup != "confirmed" {
+		t.Errorf("the lease after the sweep: %+v, %v; want expired, cleanup confirmed", l, err)
+	}
+	ws, err := sys.Workspaces().Show(ctx, wsOperator, h.ID())
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("Show: %v %v", ws, err)
+	}
+	if e := ws[0].End; ws[0].State != workspace.StateEnded || e == nil || e.Reason != workspace.EndSwept || e.Outcome != workspace.OutcomeIndeterminate || !strings.Contains(e.Detail, "preparing") {
+		t.Errorf("the record after the sweep: %s %+v, want ended swept indeterminate", ws[0].State, e)
+	}
+	pw.CloseWithError(errors.New("the crashed prepare's stream ends"))
 }
