@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -299,4 +300,104 @@ func TestWorkspaceSweepEndsAPrepareLeftBehind(t *testing.T) {
 		t.Errorf("the record after the sweep: %s %+v, want ended swept indeterminate", ws[0].State, e)
 	}
 	pw.CloseWithError(errors.New("the crashed prepare's stream ends"))
+}
+
+// gitRepo makes a repository of two commits on branch main and returns
+// its path and head commit.
+func gitRepo(t *testing.T) (string, string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git:", err)
+	}
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int a;\n"), 0o644)
+	run("add", "a.c")
+	run("commit", "-q", "-m", "one")
+	os.WriteFile(filepath.Join(dir, "test.sh"), []byte("#!/bin/sh\nexit 1\n"), 0o755)
+	run("add", "test.sh")
+	run("commit", "-q", "-m", "two")
+	return dir, run("rev-parse", "HEAD")
+}
+
+// A Git source at a ref: on a target with git (local) its shallow
+// repository goes in, the agent commits, and Collect returns the commits
+// as a bundle the source repository fetches, the uncommitted diff and a
+// receipt naming base and head; on a target without git (the fake) the
+// files go in with the commit recorded.
+func TestWorkspaceGit(t *testing.T) {
+	repo, head := gitRepo(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		d   drivers.Driver
+		cfg map[string]any
+	}{{local.New(nil), map[string]any{"workdir": t.TempDir()}}, {fake.New(nil), nil}} {
+		t.Run(c.d.Name(), func(t *testing.T) {
+			sys := wsSystem(t, c.d)
+			h := wsLease(t, sys, c.d.Name(), c.cfg, "acme")
+			ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "repo",
+				Source: workspace.Source{Kind: workspace.SourceGit, Location: repo, Ref: "main"}})
+			if err != nil {
+				t.Fatalf("Prepare: %v", err)
+			}
+			if ws.Checkpoint.Commit != head || ws.Checkpoint.Tree == "" {
+				t.Fatalf("checkpoint %+v, want commit %s and a tree", ws.Checkpoint, head)
+			}
+			rel := ".berth/ws/" + filepath.Base(ws.Dir)
+			if c.d.Name() == "fake" {
+				list, err := files(t, h).ReadDir(ctx, rel)
+				if err != nil || len(list) != 2 || list[0].Name != "a.c" || list[1].Name != "test.sh" {
+					t.Errorf("without git the sandbox holds %+v, %v; want a.c and test.sh", list, err)
+				}
+				r, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID})
+				if err != nil || r.Base.Commit != head || len(r.Changed) != 0 {
+					t.Errorf("Collect: %+v, %v", r, err)
+				}
+				return
+			}
+			agent := `set -e; cd "$1"; test "$(git rev-list --count HEAD)" = 1; git log -1 --format=%H | grep -q ` + head + `
+git config --get remote.origin.url && exit 9
+printf '#!/bin/sh\nexit 0\n' > test.sh; git -c user.name=agent -c user.email=a@example.com commit -qam fix
+echo wip > notes.txt; echo 'int b;' >> a.c`
+			res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", agent, "agent", rel}})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("the agent's turn: %v %+v %s", err, res, res.Stderr)
+			}
+			var bundle, diff, out bytes.Buffer
+			r, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID, Files: &out, Bundle: &bundle, Diff: &diff})
+			if err != nil {
+				t.Fatalf("Collect: %v", err)
+			}
+			if r.Base.Commit != head || r.Head.Commit == head || len(r.Head.Commit) != 40 {
+				t.Errorf("receipt base %s head %s", r.Base.Commit, r.Head.Commit)
+			}
+			if !slices.Equal(r.Changed, []string{"a.c", "notes.txt", "test.sh"}) {
+				t.Errorf("changed %q", r.Changed)
+			}
+			if !strings.Contains(diff.String(), "notes.txt") || !strings.Contains(diff.String(), "+int b;") || strings.Contains(diff.String(), "exit 0") {
+				t.Errorf("the diff:\n%s", diff.String())
+			}
+			bf := filepath.Join(t.TempDir(), "agent.bundle")
+			os.WriteFile(bf, bundle.Bytes(), 0o600)
+			cmd := exec.Command("git", "fetch", "-q", bf, "HEAD")
+			cmd.Dir = repo
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("fetching the bundle into the source: %v: %s", err, out)
+			}
+			cmd = exec.Command("git", "rev-parse", "FETCH_HEAD")
+			cmd.Dir = repo
+			if out, _ := cmd.Output(); strings.TrimSpace(string(out)) != r.Head.Commit {
+				t.Errorf("the bundle's head %s, the receipt's %s", out, r.Head.Commit)
+			}
+		})
+	}
 }

@@ -26,6 +26,14 @@ type CollectRequest struct {
 	// directory, as the sandbox holds them: the sandbox's to forge, so
 	// unpack it with tarsafe.Extract. nil: only the receipt.
 	Files io.Writer
+	// Bundle, if not nil, receives for a Git workspace whose repository
+	// went into the sandbox the agent's commits since the checkpoint's
+	// commit, as a Git bundle with that commit as its prerequisite (fetch
+	// it into the source repository: git fetch BUNDLE workspace); nothing
+	// when there are none. Diff, if not nil, receives the uncommitted
+	// changes against HEAD, untracked files included, as a binary git
+	// diff. Each is at most 256 MiB.
+	Bundle, Diff io.Writer
 }
 
 // Receipt is what a Collect returned: the checkpoint it compared with,
@@ -79,6 +87,7 @@ func (m *Manager) Collect(ctx context.Context, p authz.Principal, h *lease.Handl
 	if err != nil {
 		return nil, err
 	}
+	now = w.files(now)
 	base, err := m.base(ctx, fs, w)
 	if err != nil {
 		return nil, err
@@ -103,6 +112,11 @@ func (m *Manager) Collect(ctx context.Context, p authz.Principal, h *lease.Handl
 	}
 	if req.Files != nil {
 		if err := copyChanged(ctx, fs, w, changed, req.Files); err != nil {
+			return nil, err
+		}
+	}
+	if w.Source.Kind == SourceGit && w.Checkpoint.Commit != "" && m.hasGit(ctx, h) {
+		if err := collectGit(ctx, h, w, r, req); err != nil {
 			return nil, err
 		}
 	}
@@ -279,4 +293,42 @@ func (m *Manager) sweep(ctx context.Context, p authz.Principal) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// maxGitOut bounds a bundle or a diff read from the sandbox.
+const maxGitOut = 256 << 20
+
+// collectGit reads the HEAD of w's repository into r.Head.Commit and
+// writes the agent's commits and uncommitted diff to req's writers. A
+// workspace prepared without its repository (the target had no git then)
+// has no .git: r.Head.Commit stays empty.
+func collectGit(ctx context.Context, h *lease.Handle, w *Workspace, r *Receipt, req CollectRequest) error {
+	out, err := sandboxGit(ctx, h, w, 1<<10, "if [ -d .git ]; then git rev-parse HEAD; fi")
+	if err != nil {
+		return err
+	}
+	head := strings.TrimSpace(string(out))
+	r.Head.Commit = head
+	if head == "" {
+		return nil
+	}
+	if req.Bundle != nil && head != w.Checkpoint.Commit {
+		b, err := sandboxGit(ctx, h, w, maxGitOut, `t=$(mktemp) && git bundle create -q "$t" "$2..HEAD" && cat "$t"; rc=$?; rm -f "$t"; exit $rc`, w.Checkpoint.Commit)
+		if err != nil {
+			return err
+		}
+		if _, err := req.Bundle.Write(b); err != nil {
+			return err
+		}
+	}
+	if req.Diff != nil {
+		d, err := sandboxGit(ctx, h, w, maxGitOut, `t=$(mktemp) && cp .git/index "$t" && GIT_INDEX_FILE="$t" git add -A && GIT_INDEX_FILE="$t" git diff --cached --binary HEAD; rc=$?; rm -f "$t"; exit $rc`)
+		if err != nil {
+			return err
+		}
+		if _, err := req.Diff.Write(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -73,9 +73,14 @@ type PrepareRequest struct {
 	// Archive is the tar stream of a SourceArchive, read to its end; its
 	// entries are extracted in the sandbox without following a link.
 	Archive io.Reader
-	// Exclude is what a SourceDir leaves out (tarsafe.Options.Exclude);
-	// nil means tarsafe.DefaultExclude.
+	// Exclude is what a SourceDir or SourceGit leaves out
+	// (tarsafe.Options.Exclude); nil means tarsafe.DefaultExclude (of
+	// which a Git source's own .git/config, written by berth without a
+	// remote, still goes in).
 	Exclude []string
+	// Depth is how many commits of a Git source's history go in: 0 means
+	// 1 (shallow), a negative value all of it.
+	Depth int
 }
 
 // errOwner is the refusal of another owner's lease or workspace.
@@ -116,9 +121,6 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 	}
 	if req.Source.Kind == SourceArchive && req.Archive == nil {
 		return nil, fmt.Errorf("workspace: prepare %s: an archive source without its Archive stream: %w", req.Key, errcode.ErrInvalid)
-	}
-	if req.Source.Kind == SourceGit {
-		return nil, fmt.Errorf("workspace: prepare %s: git sources: %w", req.Key, drivers.ErrUnsupported)
 	}
 	live, err := m.store.ListWorkspaces(ctx, Filter{Lease: l.ID})
 	if err != nil {
@@ -171,20 +173,32 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 	// The source's own tree hash, when the host can compute it.
 	var want string
 	var src *os.Root
-	if req.Source.Kind == SourceDir {
-		if src, err = os.OpenRoot(req.Source.Location); err != nil {
+	srcDir, isGit := req.Source.Location, req.Source.Kind == SourceGit
+	withRepo := false
+	if isGit {
+		withRepo = m.hasGit(ctx, h)
+		dir, commit, err := gitCheckout(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		srcDir, w.Checkpoint.Commit = dir, commit
+		req.Exclude = gitExclude(req, withRepo)
+	}
+	if req.Source.Kind == SourceDir || isGit {
+		if src, err = os.OpenRoot(srcDir); err != nil {
 			return nil, &errcode.Error{Code: errcode.Invalid, Op: "prepare workspace", Target: "workspace " + req.Key, Field: "source",
 				Message: fmt.Sprintf("Could not open the source directory %s: name a directory this host can read.", req.Source.Location), Err: err}
 		}
 		defer src.Close()
-		if want, err = sourceHash(src, req.Exclude); err != nil {
+		if want, err = sourceHash(src, req.Exclude, isGit); err != nil {
 			return nil, fmt.Errorf("workspace: prepare %s: %w", req.Key, err)
 		}
 	}
 	if prev != nil {
-		if want != "" && prev.Checkpoint.Tree == want {
-			if got, _, err := m.facts(ctx, h, w.rel()); err == nil && hashStream(got.stream()) == want {
-				return prev, nil // the same tree, unchanged: reused
+		if want != "" && prev.Checkpoint.Tree == want && prev.Checkpoint.Commit == w.Checkpoint.Commit && prev.Source == req.Source {
+			if got, _, err := m.facts(ctx, h, w.rel()); err == nil && hashStream(w.files(got).stream()) == want && m.headIs(ctx, h, prev, withRepo) {
+				return prev, nil // the same tree (and HEAD), unchanged: reused
 			}
 		}
 		m.end(ctx, prev, EndReprepared, OutcomeClean, "prepared again: its directory did not match the source's tree")
@@ -210,7 +224,7 @@ func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w 
 		return fmt.Errorf("workspace %s: making its directory: %w", w.ID, err)
 	}
 	switch req.Source.Kind {
-	case SourceDir:
+	case SourceDir, SourceGit:
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(tarsafe.Create(pw, src, tarsafe.Options{Exclude: req.Exclude})) }()
 		err := fs.PutArchive(ctx, rel, pr)
@@ -227,7 +241,7 @@ func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w 
 	if err != nil {
 		return err
 	}
-	stream := mf.stream()
+	stream := w.files(mf).stream()
 	tree := hashStream(stream)
 	if want != "" && tree != want {
 		return &errcode.Error{Code: errcode.Internal, Reason: "tree_mismatch", Op: "prepare workspace", Target: "workspace " + w.Key,
@@ -238,8 +252,17 @@ func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w 
 	if err := fs.PutArchive(ctx, ".berth/ws", base); err != nil {
 		return fmt.Errorf("workspace %s: writing its base manifest: %w", w.ID, err)
 	}
-	w.Checkpoint = Checkpoint{Tree: tree}
+	w.Checkpoint.Tree = tree
 	return m.update(ctx, w, StateReady, nil)
+}
+
+// files returns the part of a manifest of w's directory its tree hash is
+// of: a Git workspace's working files, without .git.
+func (w *Workspace) files(m manifest) manifest {
+	if w.Source.Kind == SourceGit {
+		return withoutGit(m)
+	}
+	return m
 }
 
 // rel is the workspace's directory relative to the working directory.
@@ -320,6 +343,22 @@ func (m *Manager) facts(ctx context.Context, h *lease.Handle, rel string) (manif
 	return mf, out, nil
 }
 
+// hasGit reports whether the sandbox has a git command.
+func (m *Manager) hasGit(ctx context.Context, h *lease.Handle) bool {
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", wsscript.HasGit}})
+	return err == nil && res.ExitCode == 0
+}
+
+// headIs reports whether w's repository in the sandbox is at its
+// checkpoint's commit (true when no repository went in).
+func (m *Manager) headIs(ctx context.Context, h *lease.Handle, w *Workspace, withRepo bool) bool {
+	if !withRepo || w.Checkpoint.Commit == "" {
+		return true
+	}
+	out, err := sandboxGit(ctx, h, w, 1<<10, "git rev-parse HEAD")
+	return err == nil && strings.TrimSpace(string(out)) == w.Checkpoint.Commit
+}
+
 // workdir returns the sandbox's working directory (pwd).
 func workdir(ctx context.Context, h *lease.Handle) (string, error) {
 	res, err := h.Exec(ctx, lease.Command{Argv: []string{"pwd"}})
@@ -336,16 +375,17 @@ func workdir(ctx context.Context, h *lease.Handle) (string, error) {
 // sourceHash is the tree hash of what tarsafe.Create puts in of src:
 // the tree without the excluded entries (and without sockets, fifos and
 // devices, which Create leaves out).
-func sourceHash(src *os.Root, exclude []string) (string, error) {
+func sourceHash(src *os.Root, exclude []string, git bool) (string, error) {
 	// Create's own walk decides what goes in: hash its archive.
-	var buf bytes.Buffer
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarsafe.Create(pw, src, tarsafe.Options{Exclude: exclude})) }()
-	_ = buf
 	mf, err := manifestOfArchive(pr)
 	pr.CloseWithError(errors.New("hash ended"))
 	if err != nil {
 		return "", err
+	}
+	if git {
+		mf = withoutGit(mf)
 	}
 	return hashStream(mf.stream()), nil
 }
