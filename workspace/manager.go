@@ -217,7 +217,7 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 // directory, the source in it, the facts, the base manifest, ready.
 func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w *Workspace, req PrepareRequest, src *os.Root, want string) error {
 	rel := w.rel()
-	if err := m.script(ctx, h, "remove workspace", wsscript.Remove, rel, nil); err != nil {
+	if _, err := m.run(ctx, h, "remove workspace", wsscript.Remove, rel, 0); err != nil {
 		return err
 	}
 	if err := fs.PutArchive(ctx, ".", dirsArchive(".berth/", ".berth/ws/", rel+"/")); err != nil {
@@ -287,12 +287,6 @@ func (m *Manager) end(ctx context.Context, w *Workspace, r EndReason, o Outcome,
 	if err := m.update(context.WithoutCancel(ctx), w, StateEnded, &End{Reason: r, Outcome: o, Detail: detail, At: m.now().UTC()}); err != nil {
 		m.log.Warn("workspace: ending a record", "workspace", w.ID, "err", err)
 	}
-}
-
-// script runs one of wsscript's scripts with arg; stdout is returned.
-func (m *Manager) script(ctx context.Context, h *lease.Handle, op, script, arg string, limit *int64) error {
-	_, err := m.run(ctx, h, op, script, arg, 0)
-	return err
 }
 
 // run runs script with arg as $1 and returns its stdout (at most limit
