@@ -15,6 +15,8 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store/sqlite"
 	"github.com/berthdev/berth/workspace"
@@ -26,6 +28,28 @@ import (
 func TestWorkspaceLifeDocker(t *testing.T) {
 	_, img, run := dockerRig(t)
 	testWorkspaceLife(t, docker.New(nil), map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}})
+}
+
+// A Git source in a Docker sandbox whose image has the host's git (built
+// as the glibc test image is, with git and its libraries): the shallow
+// repository goes in, the agent commits on network none, and Collect
+// brings the commits back as a bundle.
+func TestWorkspaceGitDocker(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git:", err)
+	}
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	git, _ = filepath.EvalSymlinks(git)
+	cli := testenv.Docker(t)
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, &testimage.Options{Programs: []string{git}})
+	run := randomHex(t)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveContainersAtCleanup(t, cli, "test.berth/run", run)
+	testWorkspaceGit(t, docker.New(nil), map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}}, true)
 }
 
 // crashChildEnv names the SQLite database of TestWorkspaceCrashChild when

@@ -335,13 +335,21 @@ func gitRepo(t *testing.T) (string, string) {
 // receipt naming base and head; on a target without git (the fake) the
 // files go in with the commit recorded.
 func TestWorkspaceGit(t *testing.T) {
+	t.Run("local", func(t *testing.T) { testWorkspaceGit(t, local.New(nil), map[string]any{"workdir": t.TempDir()}, true) })
+	t.Run("fake", func(t *testing.T) { testWorkspaceGit(t, fake.New(nil), nil, false) })
+}
+
+// testWorkspaceGit prepares a Git source on d's target, which has git
+// (the repository goes in) or not (the files go in).
+func testWorkspaceGit(t *testing.T, d drivers.Driver, cfg map[string]any, hasGit bool) {
 	repo, head := gitRepo(t)
 	ctx := context.Background()
-	for _, c := range []struct {
+	c := struct {
 		d   drivers.Driver
 		cfg map[string]any
-	}{{local.New(nil), map[string]any{"workdir": t.TempDir()}}, {fake.New(nil), nil}} {
-		t.Run(c.d.Name(), func(t *testing.T) {
+	}{d, cfg}
+	{
+		{
 			sys := wsSystem(t, c.d)
 			h := wsLease(t, sys, c.d.Name(), c.cfg, "acme")
 			ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "repo",
@@ -353,7 +361,7 @@ func TestWorkspaceGit(t *testing.T) {
 				t.Fatalf("checkpoint %+v, want commit %s and a tree", ws.Checkpoint, head)
 			}
 			rel := ".berth/ws/" + filepath.Base(ws.Dir)
-			if c.d.Name() == "fake" {
+			if !hasGit {
 				list, err := files(t, h).ReadDir(ctx, rel)
 				if err != nil || len(list) != 2 || list[0].Name != "a.c" || list[1].Name != "test.sh" {
 					t.Errorf("without git the sandbox holds %+v, %v; want a.c and test.sh", list, err)
@@ -398,6 +406,6 @@ echo wip > notes.txt; echo 'int b;' >> a.c`
 			if out, _ := cmd.Output(); strings.TrimSpace(string(out)) != r.Head.Commit {
 				t.Errorf("the bundle's head %s, the receipt's %s", out, r.Head.Commit)
 			}
-		})
+		}
 	}
 }
