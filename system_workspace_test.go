@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -407,5 +408,65 @@ echo wip > notes.txt; echo 'int b;' >> a.c`
 				t.Errorf("the bundle's head %s, the receipt's %s", out, r.Head.Commit)
 			}
 		}
+	}
+}
+
+// On a host target the workspace's directory outlives its lease: the next
+// lease's prepare of the same owner's key finds it by its checkpoint and
+// keeps it when it holds the source's tree (nothing is put in again),
+// and removes and prepares it again when anything in it changed, never
+// handing over what another turn left there.
+func TestWorkspaceHostTargetKeepsTheDirectory(t *testing.T) {
+	ctx := context.Background()
+	sys := wsSystem(t, local.New(nil))
+	workdir := t.TempDir()
+	v, err := sys.Catalog().Create(ctx, wsOperator, environment.CreateRequest{Name: "host", Driver: "local", Config: map[string]any{"workdir": workdir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, want := wsSource(t)
+	prepare := func() *workspace.Workspace {
+		t.Helper()
+		h, err := sys.Leases().Acquire(ctx, wsOperator, lease.AcquireRequest{EnvironmentID: v.ID, Company: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release(ctx, lease.ReleaseOptions{})
+		ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "k",
+			Source: workspace.Source{Kind: workspace.SourceDir, Location: src}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	// A file's inode and change time: both stay while it is kept.
+	inode := func(ws *workspace.Workspace) [2]int64 {
+		fi, err := os.Stat(filepath.Join(ws.Dir, "src", "main.c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return [2]int64{int64(st.Ino), st.Ctim.Nano()}
+	}
+	first := prepare()
+	if !strings.HasPrefix(first.Dir, workdir+"/.berth/ws/k-") {
+		t.Fatalf("directory %s, want it under the lease's workdir %s", first.Dir, workdir)
+	}
+	ino := inode(first)
+	second := prepare()
+	if second.ID == first.ID || second.Dir != first.Dir || second.Checkpoint.Tree != want || inode(second) != ino {
+		t.Errorf("the second lease's prepare: %+v; want a new record over the same directory, kept (inode and ctime %v, now %v)", second, ino, inode(second))
+	}
+	// Another turn left a file there: the next prepare starts afresh.
+	if err := os.WriteFile(filepath.Join(first.Dir, "left-behind"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third := prepare()
+	if _, err := os.Stat(filepath.Join(third.Dir, "left-behind")); !errors.Is(err, os.ErrNotExist) || third.Checkpoint.Tree != want {
+		t.Errorf("after a change the prepare kept the directory (%v)", err)
+	}
+	recs, _ := sys.Workspaces().Show(ctx, wsOperator, first.Lease)
+	if len(recs) != 1 || recs[0].End == nil || recs[0].End.Outcome != workspace.OutcomeClean || !strings.Contains(recs[0].End.Detail, "stays on the host") {
+		t.Errorf("the first lease's record: %+v", recs[0].End)
 	}
 }

@@ -206,7 +206,7 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 	if err := m.store.InsertWorkspace(ctx, w); err != nil { // write-ahead
 		return nil, fmt.Errorf("workspace: prepare %s: %w", req.Key, err)
 	}
-	if err := m.put(ctx, h, fs, w, req, src, want); err != nil {
+	if err := m.put(ctx, h, fs, w, req, src, want, withRepo); err != nil {
 		m.end(ctx, w, EndFailed, OutcomeIndeterminate, "preparing it failed: "+errcode.MessageOf(err))
 		return nil, err
 	}
@@ -215,8 +215,16 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 
 // put does Prepare's work after the write-ahead record: an empty
 // directory, the source in it, the facts, the base manifest, ready.
-func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w *Workspace, req PrepareRequest, src *os.Root, want string) error {
+func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w *Workspace, req PrepareRequest, src *os.Root, want string, withRepo bool) error {
 	rel := w.rel()
+	// A directory an earlier lease of a host target left under this key
+	// is kept when it holds exactly the source's tree (and HEAD, clean):
+	// found by its checkpoint, nothing moves.
+	if want != "" {
+		if mf, _, err := m.facts(ctx, h, rel); err == nil && hashStream(w.files(mf).stream()) == want && m.headIs(ctx, h, w, withRepo) {
+			return m.ready(ctx, fs, w, w.files(mf).stream())
+		}
+	}
 	if _, err := m.run(ctx, h, "remove workspace", wsscript.Remove, rel, 0); err != nil {
 		return err
 	}
@@ -248,11 +256,16 @@ func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w 
 			Message: fmt.Sprintf("The files of workspace %s in the sandbox differ from the source directory: check that the target keeps file modes (its tar, its file system).", w.Key),
 			Err:     fmt.Errorf("workspace %s: tree hash in the sandbox %s, of the source %s", w.ID, tree, want)}
 	}
-	base := singleFile(baseName(w.Key, w.Dir), stream)
-	if err := fs.PutArchive(ctx, ".berth/ws", base); err != nil {
+	return m.ready(ctx, fs, w, stream)
+}
+
+// ready writes the base manifest stream beside w's directory and records
+// w ready at its tree hash.
+func (m *Manager) ready(ctx context.Context, fs drivers.Files, w *Workspace, stream []byte) error {
+	if err := fs.PutArchive(ctx, ".berth/ws", singleFile(baseName(w.Key, w.Dir), stream)); err != nil {
 		return fmt.Errorf("workspace %s: writing its base manifest: %w", w.ID, err)
 	}
-	w.Checkpoint.Tree = tree
+	w.Checkpoint.Tree = hashStream(stream)
 	return m.update(ctx, w, StateReady, nil)
 }
 
@@ -344,12 +357,13 @@ func (m *Manager) hasGit(ctx context.Context, h *lease.Handle) bool {
 }
 
 // headIs reports whether w's repository in the sandbox is at its
-// checkpoint's commit (true when no repository went in).
+// checkpoint's commit with a clean status (true when no repository went
+// in).
 func (m *Manager) headIs(ctx context.Context, h *lease.Handle, w *Workspace, withRepo bool) bool {
 	if !withRepo || w.Checkpoint.Commit == "" {
 		return true
 	}
-	out, err := sandboxGit(ctx, h, w, 1<<10, "git rev-parse HEAD")
+	out, err := sandboxGit(ctx, h, w, 1<<10, `test -z "$(git status --porcelain)" && git rev-parse HEAD`)
 	return err == nil && strings.TrimSpace(string(out)) == w.Checkpoint.Commit
 }
 
