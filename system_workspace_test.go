@@ -345,69 +345,76 @@ func TestWorkspaceGit(t *testing.T) {
 func testWorkspaceGit(t *testing.T, d drivers.Driver, cfg map[string]any, hasGit bool) {
 	repo, head := gitRepo(t)
 	ctx := context.Background()
-	c := struct {
-		d   drivers.Driver
-		cfg map[string]any
-	}{d, cfg}
-	{
-		{
-			sys := wsSystem(t, c.d)
-			h := wsLease(t, sys, c.d.Name(), c.cfg, "acme")
-			ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "repo",
-				Source: workspace.Source{Kind: workspace.SourceGit, Location: repo, Ref: "main"}})
-			if err != nil {
-				t.Fatalf("Prepare: %v", err)
-			}
-			if ws.Checkpoint.Commit != head || ws.Checkpoint.Tree == "" {
-				t.Fatalf("checkpoint %+v, want commit %s and a tree", ws.Checkpoint, head)
-			}
-			rel := ".berth/ws/" + filepath.Base(ws.Dir)
-			if !hasGit {
-				list, err := files(t, h).ReadDir(ctx, rel)
-				if err != nil || len(list) != 2 || list[0].Name != "a.c" || list[1].Name != "test.sh" {
-					t.Errorf("without git the sandbox holds %+v, %v; want a.c and test.sh", list, err)
-				}
-				r, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID})
-				if err != nil || r.Base.Commit != head || len(r.Changed) != 0 {
-					t.Errorf("Collect: %+v, %v", r, err)
-				}
-				return
-			}
-			agent := `set -e; cd "$1"; test "$(git rev-list --count HEAD)" = 1; git log -1 --format=%H | grep -q ` + head + `
+	sys := wsSystem(t, d)
+	h := wsLease(t, sys, d.Name(), cfg, "acme")
+	ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "repo",
+		Source: workspace.Source{Kind: workspace.SourceGit, Location: repo, Ref: "main"}})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	if ws.Checkpoint.Commit != head || ws.Checkpoint.Tree == "" {
+		t.Fatalf("checkpoint %+v, want commit %s and a tree", ws.Checkpoint, head)
+	}
+	rel := ".berth/ws/" + filepath.Base(ws.Dir)
+	if !hasGit {
+		list, err := files(t, h).ReadDir(ctx, rel)
+		if err != nil || len(list) != 2 || list[0].Name != "a.c" || list[1].Name != "test.sh" {
+			t.Errorf("without git the sandbox holds %+v, %v; want a.c and test.sh", list, err)
+		}
+		r, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID})
+		if err != nil || r.Base.Commit != head || len(r.Changed) != 0 {
+			t.Errorf("Collect: %+v, %v", r, err)
+		}
+		return
+	}
+	agent := `set -e; cd "$1"; test "$(git rev-list --count HEAD)" = 1; git log -1 --format=%H | grep -q ` + head + `
 git config --get remote.origin.url && exit 9
 printf '#!/bin/sh\nexit 0\n' > test.sh; git -c user.name=agent -c user.email=a@example.com commit -qam fix
 echo wip > notes.txt; echo 'int b;' >> a.c`
-			res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", agent, "agent", rel}})
-			if err != nil || res.ExitCode != 0 {
-				t.Fatalf("the agent's turn: %v %+v %s", err, res, res.Stderr)
-			}
-			var bundle, diff, out bytes.Buffer
-			r, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID, Files: &out, Bundle: &bundle, Diff: &diff})
-			if err != nil {
-				t.Fatalf("Collect: %v", err)
-			}
-			if r.Base.Commit != head || r.Head.Commit == head || len(r.Head.Commit) != 40 {
-				t.Errorf("receipt base %s head %s", r.Base.Commit, r.Head.Commit)
-			}
-			if !slices.Equal(r.Changed, []string{"a.c", "notes.txt", "test.sh"}) {
-				t.Errorf("changed %q", r.Changed)
-			}
-			if !strings.Contains(diff.String(), "notes.txt") || !strings.Contains(diff.String(), "+int b;") || strings.Contains(diff.String(), "exit 0") {
-				t.Errorf("the diff:\n%s", diff.String())
-			}
-			bf := filepath.Join(t.TempDir(), "agent.bundle")
-			os.WriteFile(bf, bundle.Bytes(), 0o600)
-			cmd := exec.Command("git", "fetch", "-q", bf, "HEAD")
-			cmd.Dir = repo
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("fetching the bundle into the source: %v: %s", err, out)
-			}
-			cmd = exec.Command("git", "rev-parse", "FETCH_HEAD")
-			cmd.Dir = repo
-			if out, _ := cmd.Output(); strings.TrimSpace(string(out)) != r.Head.Commit {
-				t.Errorf("the bundle's head %s, the receipt's %s", out, r.Head.Commit)
-			}
-		}
+	res, err := h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", agent, "agent", rel}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("the agent's turn: %v %+v %s", err, res, res.Stderr)
+	}
+	var bundle, diff, out bytes.Buffer
+	r, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID, Files: &out, Bundle: &bundle, Diff: &diff})
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if r.Base.Commit != head || r.Head.Commit == head || len(r.Head.Commit) != 40 {
+		t.Errorf("receipt base %s head %s", r.Base.Commit, r.Head.Commit)
+	}
+	if !slices.Equal(r.Changed, []string{"a.c", "notes.txt", "test.sh"}) {
+		t.Errorf("changed %q", r.Changed)
+	}
+	if !strings.Contains(diff.String(), "notes.txt") || !strings.Contains(diff.String(), "+int b;") || strings.Contains(diff.String(), "exit 0") {
+		t.Errorf("the diff:\n%s", diff.String())
+	}
+	bf := filepath.Join(t.TempDir(), "agent.bundle")
+	os.WriteFile(bf, bundle.Bytes(), 0o600)
+	cmd := exec.Command("git", "fetch", "-q", bf, "HEAD")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fetching the bundle into the source: %v: %s", err, out)
+	}
+	cmd = exec.Command("git", "rev-parse", "FETCH_HEAD")
+	cmd.Dir = repo
+	if out, _ := cmd.Output(); strings.TrimSpace(string(out)) != r.Head.Commit {
+		t.Errorf("the bundle's head %s, the receipt's %s", out, r.Head.Commit)
+	}
+	// Prepared again: HEAD moved and the status is dirty, so the
+	// repository is put in afresh; once more, clean at the commit, it is
+	// kept as it is.
+	req := workspace.PrepareRequest{Company: "acme", Key: "repo", Source: workspace.Source{Kind: workspace.SourceGit, Location: repo, Ref: "main"}}
+	again, err := sys.Workspaces().Prepare(ctx, wsOperator, h, req)
+	if err != nil || again.ID == ws.ID || again.Checkpoint != ws.Checkpoint {
+		t.Fatalf("prepare after the agent's commit: %+v, %v", again, err)
+	}
+	res, err = h.Exec(ctx, lease.Command{Argv: []string{"sh", "-c", `cd "$1" && git rev-parse HEAD && git status --porcelain`, "check", rel}})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != head {
+		t.Errorf("the repository after the new prepare: %q, %v; want HEAD %s, clean", res.Stdout, err, head)
+	}
+	if same, err := sys.Workspaces().Prepare(ctx, wsOperator, h, req); err != nil || same.ID != again.ID {
+		t.Errorf("prepare at a clean HEAD: %+v, %v; want the record %s kept", same, err, again.ID)
 	}
 }
 
@@ -468,5 +475,52 @@ func TestWorkspaceHostTargetKeepsTheDirectory(t *testing.T) {
 	recs, _ := sys.Workspaces().Show(ctx, wsOperator, first.Lease)
 	if len(recs) != 1 || recs[0].End == nil || recs[0].End.Outcome != workspace.OutcomeClean || !strings.Contains(recs[0].End.Detail, "stays on the host") {
 		t.Errorf("the first lease's record: %+v", recs[0].End)
+	}
+}
+
+// A workspace is its owner's across leases too: the owner's key live in
+// one lease is refused to another live lease (workspace_in_use), a
+// workspace is collected only through its own lease, and a principal of
+// another company is refused the lease.
+func TestWorkspaceOwnerAcrossLeases(t *testing.T) {
+	ctx := context.Background()
+	sys := wsSystem(t, fake.New(nil))
+	h1 := wsLease(t, sys, "fake", nil, "acme")
+	v, err := sys.Catalog().Create(ctx, wsOperator, environment.CreateRequest{Name: "second", Driver: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := sys.Leases().Acquire(ctx, wsOperator, lease.AcquireRequest{EnvironmentID: v.ID, Company: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Release(ctx, lease.ReleaseOptions{})
+	req := func() workspace.PrepareRequest {
+		return workspace.PrepareRequest{Company: "acme", Project: "app", Key: "k",
+			Source: workspace.Source{Kind: workspace.SourceArchive}, Archive: tarOf(t, map[string]string{"a": "1"})}
+	}
+	ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h1, req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Workspaces().Prepare(ctx, wsOperator, h2, req()); errcode.ReasonOf(err) != "workspace_in_use" || !errors.Is(err, errcode.ErrConflict) {
+		t.Errorf("the key live in another live lease: %v, want reason workspace_in_use", err)
+	}
+	if _, err := sys.Workspaces().Collect(ctx, wsOperator, h2, workspace.CollectRequest{Workspace: ws.ID}); errcode.ReasonOf(err) != "workspace_owner" {
+		t.Errorf("collect through another lease: %v, want reason workspace_owner", err)
+	}
+	globex := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
+	if _, err := sys.Workspaces().Prepare(ctx, globex, h1, req()); !errors.Is(err, errcode.ErrDenied) {
+		t.Errorf("another company's agent prepares: %v, want denied", err)
+	}
+	if _, err := sys.Workspaces().Collect(ctx, globex, h1, workspace.CollectRequest{Workspace: ws.ID}); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("another company's agent collects: %v, want not found", err)
+	}
+	// Once the first lease is released, the key moves to the second.
+	if _, err := h1.Release(ctx, lease.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ws2, err := sys.Workspaces().Prepare(ctx, wsOperator, h2, req()); err != nil || ws2.Lease != h2.ID() {
+		t.Errorf("after the release: %+v, %v", ws2, err)
 	}
 }

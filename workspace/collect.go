@@ -23,8 +23,10 @@ type CollectRequest struct {
 	Workspace string
 	// Files, if not nil, receives a tar stream of the entries added or
 	// changed since the checkpoint, named relative to the workspace's
-	// directory, as the sandbox holds them: the sandbox's to forge, so
-	// unpack it with tarsafe.Extract. nil: only the receipt.
+	// directory, as the sandbox holds them (regular files, directories
+	// and symbolic links only; setuid, setgid and sticky bits cleared):
+	// the sandbox's to forge, so unpack it with tarsafe.Extract. nil: only
+	// the receipt.
 	Files io.Writer
 	// Bundle, if not nil, receives for a Git workspace whose repository
 	// went into the sandbox the agent's commits since the checkpoint's
@@ -164,6 +166,12 @@ func copyChanged(ctx context.Context, fs drivers.Files, w *Workspace, changed ma
 				if !changed[strings.TrimSuffix(strings.TrimPrefix(hdr.Name, "./"), "/")] {
 					continue
 				}
+				switch hdr.Typeflag {
+				case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+				default:
+					continue // no hard link, device or fifo: the facts list none as changed content
+				}
+				hdr.Mode &= 0o777 // no setuid, setgid or sticky bit
 				if err := tw.WriteHeader(hdr); err != nil {
 					return err
 				}

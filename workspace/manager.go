@@ -334,8 +334,9 @@ func (m *Manager) run(ctx context.Context, h *lease.Handle, op, script, arg stri
 		Err:     fmt.Errorf("exit status %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))}
 }
 
-// maxFacts bounds the facts of one tree (about 2 KiB an entry at worst).
-const maxFacts = 256 << 20
+// maxFacts bounds the facts of one tree: 64 MiB, some 300,000 entries of
+// ordinary names, three times tarsafe's default entry limit.
+const maxFacts = 64 << 20
 
 // facts computes the manifest of the tree at rel in the sandbox.
 func (m *Manager) facts(ctx context.Context, h *lease.Handle, rel string) (manifest, []byte, error) {
