@@ -30,6 +30,12 @@ func TestWorkspaceLifeDocker(t *testing.T) {
 	testWorkspaceLife(t, docker.New(nil), map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}})
 }
 
+// A workspace's files through the Docker driver, on network none.
+func TestWorkspaceFilesDocker(t *testing.T) {
+	_, img, run := dockerRig(t)
+	testWorkspaceFiles(t, docker.New(nil), map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{"test.berth/run": run}})
+}
+
 // A Git source in a Docker sandbox whose image has the host's git (built
 // as the glibc test image is, with git and its libraries): the shallow
 // repository goes in, the agent commits on network none, and Collect

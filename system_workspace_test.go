@@ -524,3 +524,59 @@ func TestWorkspaceOwnerAcrossLeases(t *testing.T) {
 		t.Errorf("after the release: %+v, %v", ws2, err)
 	}
 }
+
+// A workspace's files for a person or a program (what a server's file
+// routes call): a board member of the company lists them and reads
+// nothing more, the holder reads and writes, only inside the workspace's
+// directory, and an upload that would leave it is refused before it
+// reaches the sandbox.
+func TestWorkspaceFiles(t *testing.T) {
+	t.Run("fake", func(t *testing.T) { testWorkspaceFiles(t, fake.New(nil), nil) })
+	t.Run("local", func(t *testing.T) { testWorkspaceFiles(t, local.New(nil), map[string]any{"workdir": t.TempDir()}) })
+}
+
+func testWorkspaceFiles(t *testing.T, d drivers.Driver, cfg map[string]any) {
+	ctx := context.Background()
+	sys := wsSystem(t, d)
+	h := wsLease(t, sys, d.Name(), cfg, "acme")
+	ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "k",
+		Source: workspace.Source{Kind: workspace.SourceArchive}, Archive: tarOf(t, map[string]string{"a.txt": "a", "sub/b.txt": "b"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	board := authz.Principal{ID: "b", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	list, err := sys.Workspaces().ReadDir(ctx, board, h, ws.ID, "")
+	if err != nil || len(list) != 2 || list[0].Name != "a.txt" || list[1].Name != "sub" {
+		t.Errorf("the board member's listing: %+v, %v", list, err)
+	}
+	if err := sys.Workspaces().GetArchive(ctx, board, h, ws.ID, "a.txt", io.Discard); !errors.Is(err, errcode.ErrDenied) {
+		t.Errorf("the board member reads a file: %v, want denied", err)
+	}
+	other := authz.Principal{ID: "o", Role: authz.RoleBoardMember, Companies: []string{"globex"}}
+	if _, err := sys.Workspaces().ReadDir(ctx, other, h, ws.ID, ""); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("another company lists: %v, want not found", err)
+	}
+	if err := sys.Workspaces().PutArchive(ctx, agent, h, ws.ID, "sub", tarOf(t, map[string]string{"c.txt": "c"})); err != nil {
+		t.Fatalf("the agent's upload: %v", err)
+	}
+	var out bytes.Buffer
+	if err := sys.Workspaces().GetArchive(ctx, agent, h, ws.ID, "sub", &out); err != nil {
+		t.Fatal(err)
+	}
+	if names := tarNames(t, &out); !slices.Contains(names, "c.txt") || !slices.Contains(names, "b.txt") {
+		t.Errorf("sub holds %q", names)
+	}
+	for _, p := range []string{"..", "../..", "/etc", "sub/../../x"} {
+		if _, err := sys.Workspaces().ReadDir(ctx, agent, h, ws.ID, p); !errors.Is(err, errcode.ErrInvalid) {
+			t.Errorf("ReadDir %q: %v, want invalid", p, err)
+		}
+	}
+	err = sys.Workspaces().PutArchive(ctx, agent, h, ws.ID, "", tarOf(t, map[string]string{"ok": "1", "../escape": "x"}))
+	if errcode.ReasonOf(err) != "unsafe_archive" || !strings.Contains(errcode.MessageOf(err), "../escape") {
+		t.Errorf("an upload that leaves the directory: %v, want unsafe_archive naming the entry", err)
+	}
+	if list, _ := files(t, h).ReadDir(ctx, ".berth/ws"); slices.ContainsFunc(list, func(f drivers.FileInfo) bool { return f.Name == "escape" }) {
+		t.Error("the refused entry reached the sandbox")
+	}
+}
