@@ -580,3 +580,52 @@ func testWorkspaceFiles(t *testing.T, d drivers.Driver, cfg map[string]any) {
 		t.Error("the refused entry reached the sandbox")
 	}
 }
+
+// A reusable lease (reuse_by_workspace) keeps its workspace between
+// runs: its release (a stop, resumable) leaves the record ready, the
+// next acquisition resumes the same lease, where Show finds the record
+// and a prepare of the unchanged source keeps it; a destroy ends it.
+func TestWorkspaceKeptByAReusableLease(t *testing.T) {
+	ctx := context.Background()
+	sys := wsSystem(t, fake.New(nil))
+	v, err := sys.Catalog().Create(ctx, wsOperator, environment.CreateRequest{Name: "reuse", Driver: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func() *lease.Handle {
+		t.Helper()
+		h, err := sys.Leases().Acquire(ctx, wsOperator, lease.AcquireRequest{EnvironmentID: v.ID, Company: "acme", Workspace: "fix-tests", Policy: lease.ReuseByWorkspace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	src, _ := wsSource(t)
+	req := workspace.PrepareRequest{Company: "acme", Project: "app", Key: "fix-tests", Source: workspace.Source{Kind: workspace.SourceDir, Location: src}}
+	h := acquire()
+	ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Release(ctx, lease.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h2 := acquire()
+	if h2.ID() != h.ID() {
+		t.Fatalf("the second acquisition got lease %s, want the reused %s", h2.ID(), h.ID())
+	}
+	recs, err := sys.Workspaces().Show(ctx, wsOperator, h2.ID())
+	if err != nil || len(recs) != 1 || recs[0].ID != ws.ID || recs[0].State != workspace.StateReady {
+		t.Fatalf("the resumed lease's workspaces: %+v, %v; want %s ready", recs, err, ws.ID)
+	}
+	again, err := sys.Workspaces().Prepare(ctx, wsOperator, h2, req)
+	if err != nil || again.ID != ws.ID {
+		t.Errorf("prepare in the resumed lease: %+v, %v; want %s kept", again, err, ws.ID)
+	}
+	if _, err := h2.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := sys.Workspaces().Show(ctx, wsOperator, h2.ID()); len(recs) != 1 || recs[0].State != workspace.StateEnded || recs[0].End.Reason != workspace.EndReleased {
+		t.Errorf("after the destroy: %+v", recs[0])
+	}
+}
