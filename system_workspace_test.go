@@ -629,3 +629,55 @@ func TestWorkspaceKeptByAReusableLease(t *testing.T) {
 		t.Errorf("after the destroy: %+v", recs[0])
 	}
 }
+
+// The task is hostile on a host target too: a symbolic link it planted
+// as .berth (or as the workspace's directory) leads no prepare out of the
+// workdir, and a base manifest it rewrote is refused by Collect.
+func TestWorkspaceHostilePlants(t *testing.T) {
+	ctx := context.Background()
+	sys := wsSystem(t, local.New(nil))
+	workdir, outside := t.TempDir(), t.TempDir()
+	h := wsLease(t, sys, "local", map[string]any{"workdir": workdir}, "acme")
+	src, _ := wsSource(t)
+	req := workspace.PrepareRequest{Company: "acme", Key: "k", Source: workspace.Source{Kind: workspace.SourceDir, Location: src}}
+	if err := os.Symlink(outside, filepath.Join(workdir, ".berth")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Workspaces().Prepare(ctx, wsOperator, h, req); err == nil || !strings.Contains(errcode.MessageOf(err), "symbolic link") {
+		t.Errorf("prepare under a planted .berth link: %v", err)
+	}
+	if list, _ := os.ReadDir(outside); len(list) != 0 {
+		t.Errorf("the prepare wrote %d entries outside the workdir", len(list))
+	}
+	recs, _ := sys.Workspaces().Show(ctx, wsOperator, h.ID())
+	if len(recs) != 1 || recs[0].State != workspace.StateEnded || recs[0].End.Reason != workspace.EndFailed {
+		t.Errorf("the failed prepare's record: %+v", recs)
+	}
+	os.Remove(filepath.Join(workdir, ".berth"))
+
+	ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The task rewrites the manifest Collect compares with, to hide a change.
+	base := ws.Dir + ".base"
+	if err := os.WriteFile(base, []byte("forged\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID}); errcode.ReasonOf(err) != "tree_mismatch" {
+		t.Errorf("collect over a forged manifest: %v, want reason tree_mismatch", err)
+	}
+	// The workspace's directory swapped for a link out: a new prepare
+	// refuses to remove through it.
+	os.RemoveAll(ws.Dir)
+	if err := os.Symlink(outside, ws.Dir); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(outside, "keep"), []byte("x"), 0o644)
+	if _, err := sys.Workspaces().Prepare(ctx, wsOperator, h, req); err == nil {
+		t.Error("a prepare over a planted directory link succeeded")
+	}
+	if list, _ := os.ReadDir(outside); len(list) != 1 {
+		t.Errorf("outside the workdir now holds %d entries, want the 1 it had", len(list))
+	}
+}

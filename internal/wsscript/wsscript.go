@@ -29,13 +29,15 @@ const (
 //	TARGET                       its name and its target as written
 //	E
 //
-// No link is followed, no fifo or device opened. A name holding a newline
-// exits ExitNewline, a missing directory ExitNotFound. The host parses the
+// No link is followed, no fifo or device opened: $1 itself, .berth or
+// .berth/ws being a link exits ExitLink. A name holding a newline exits
+// ExitNewline, a missing directory ExitNotFound. The host parses the
 // facts, sorts them and hashes them (package workspace: TreeHash's
 // definition); the sandbox hashes each file's content itself, so nothing
 // but the facts crosses.
 const Facts = `nl='
 '
+for p in .berth .berth/ws "$1"; do [ -L "$p" ] && exit 5; done
 cd -- "$1" 2>/dev/null || exit 4
 [ -z "$(find . -mindepth 1 -name "*$nl*")" ] || exit 6
 echo S
