@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -679,5 +681,34 @@ func TestWorkspaceHostilePlants(t *testing.T) {
 	}
 	if list, _ := os.ReadDir(outside); len(list) != 1 {
 		t.Errorf("outside the workdir now holds %d entries, want the 1 it had", len(list))
+	}
+}
+
+// Many changes are collected from one archive of the directory, a few
+// one by one; both give the changed entries only.
+func TestWorkspaceCollectManyChanges(t *testing.T) {
+	ctx := context.Background()
+	sys := wsSystem(t, fake.New(nil))
+	h := wsLease(t, sys, "fake", nil, "acme")
+	ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "k",
+		Source: workspace.Source{Kind: workspace.SourceArchive}, Archive: tarOf(t, map[string]string{"keep": "same"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := map[string]string{}
+	for i := range 100 {
+		many[fmt.Sprintf("gen/%03d.txt", i)] = strconv.Itoa(i)
+	}
+	if err := files(t, h).PutArchive(ctx, ".berth/ws/"+filepath.Base(ws.Dir), tarOf(t, many)); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r, err := sys.Workspaces().Collect(ctx, wsOperator, h, workspace.CollectRequest{Workspace: ws.ID, Files: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := tarNames(t, &out)
+	if len(r.Changed) != 101 || len(names) != 101 || slices.Contains(names, "keep") || !slices.Contains(names, "gen/099.txt") {
+		t.Errorf("%d changed, the archive holds %d entries (%q...)", len(r.Changed), len(names), names[:min(3, len(names))])
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,7 +115,13 @@ func (m *Manager) Collect(ctx context.Context, p authz.Principal, h *lease.Handl
 		}
 	}
 	if req.Files != nil {
-		if err := copyChanged(ctx, fs, w, changed, req.Files); err != nil {
+		var err error
+		if len(r.Changed) <= fewChanges {
+			err = copyEach(ctx, fs, w, now, r.Changed, req.Files)
+		} else {
+			err = copyChanged(ctx, fs, w, changed, req.Files)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -145,6 +153,69 @@ func (m *Manager) base(ctx context.Context, fs drivers.Files, w *Workspace) (man
 			Err:     fmt.Errorf("workspace %s: the base manifest does not hash to %s", w.ID, w.Checkpoint.Tree)}
 	}
 	return parseStream(data)
+}
+
+// fewChanges is the most changed entries Collect gets one by one; past
+// it, it reads the whole directory's archive once and keeps the changed
+// entries.
+const fewChanges = 64
+
+// copyEach writes the changed entries of w's directory to out as one tar
+// stream, getting each regular file and link by itself (a directory's
+// header is written from the manifest): a small change moves little.
+func copyEach(ctx context.Context, fs drivers.Files, w *Workspace, now manifest, paths []string, out io.Writer) error {
+	byPath := make(map[string]entry, len(paths))
+	for _, e := range now {
+		byPath[e.path] = e
+	}
+	tw := tar.NewWriter(out)
+	for _, p := range paths {
+		e := byPath[p]
+		if e.typ == "d" {
+			perm, _ := strconv.ParseInt(e.perm, 8, 64)
+			if err := tw.WriteHeader(&tar.Header{Name: p + "/", Typeflag: tar.TypeDir, Mode: perm & 0o777}); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.typ != "f" && e.typ != "l" {
+			continue
+		}
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			tr := tar.NewReader(pr)
+			err := func() error {
+				hdr, err := tr.Next()
+				if err != nil {
+					return err
+				}
+				if want := map[string]byte{"f": tar.TypeReg, "l": tar.TypeSymlink}[e.typ]; hdr.Typeflag != want {
+					return fmt.Errorf("the entry %q changed type while it was collected", p)
+				}
+				hdr.Name, hdr.Typeflag, hdr.Mode = p, map[string]byte{"f": tar.TypeReg, "l": tar.TypeSymlink}[e.typ], hdr.Mode&0o777
+				if err := tw.WriteHeader(hdr); err != nil {
+					return err
+				}
+				_, err = io.Copy(tw, tr)
+				return err
+			}()
+			if err == nil {
+				_, _ = io.Copy(io.Discard, pr)
+			}
+			pr.CloseWithError(cmpErr(err))
+			done <- err
+		}()
+		err := fs.GetArchive(ctx, path.Join(w.rel(), p), pw)
+		pw.CloseWithError(err)
+		if cerr := <-done; err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("workspace %s: collecting %q: %w", w.ID, p, err)
+		}
+	}
+	return tw.Close()
 }
 
 // copyChanged copies the entries of w's directory named in changed from
