@@ -712,3 +712,49 @@ func TestWorkspaceCollectManyChanges(t *testing.T) {
 		t.Errorf("%d changed, the archive holds %d entries (%q...)", len(r.Changed), len(names), names[:min(3, len(names))])
 	}
 }
+
+// The reuse key of reuse_by_workspace holds the scope's project: the
+// same project's next run resumes the lease (and finds its workspace),
+// another project's run of the same company and workspace gets a lease
+// of its own.
+func TestWorkspaceReuseKeyHoldsTheProject(t *testing.T) {
+	ctx := context.Background()
+	sys := wsSystem(t, fake.New(nil))
+	v, err := sys.Catalog().Create(ctx, wsOperator, environment.CreateRequest{Name: "scoped", Driver: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Assignments().Set(ctx, wsOperator, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingWorkspace, Company: "acme", Key: "ws"}, EnvironmentID: v.ID}, 0); err != nil {
+		t.Fatal(err)
+	}
+	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	acquire := func(project string) *lease.Handle {
+		t.Helper()
+		h, err := sys.Leases().Acquire(ctx, agent, lease.AcquireRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws", Project: project}, Policy: lease.ReuseByWorkspace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	a := acquire("app")
+	if _, err := sys.Workspaces().Prepare(ctx, agent, a, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "ws",
+		Source: workspace.Source{Kind: workspace.SourceArchive}, Archive: tarOf(t, map[string]string{"f": "1"})}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Release(ctx, lease.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := acquire("other")
+	defer b.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
+	if b.ID() == a.ID() {
+		t.Fatalf("another project's run resumed lease %s, which holds project app's workspace", a.ID())
+	}
+	again := acquire("app")
+	defer again.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
+	if again.ID() != a.ID() {
+		t.Errorf("the same project's next run got lease %s, want %s", again.ID(), a.ID())
+	}
+	if recs, err := sys.Workspaces().Show(ctx, agent, again.ID()); err != nil || len(recs) != 1 || recs[0].State != workspace.StateReady {
+		t.Errorf("its workspace: %+v, %v", recs, err)
+	}
+}

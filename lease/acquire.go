@@ -372,6 +372,12 @@ func (m *Manager) prepareFor(ctx context.Context, env *environment.Environment, 
 		a.reuseKey = fmt.Sprintf("env:%q:%q", req.Company, env.ID)
 	case ReuseByWorkspace:
 		a.reuseKey = fmt.Sprintf("ws:%q:%q:%q", req.Company, env.ID, req.Workspace)
+		if req.Scope != nil && req.Scope.Project != "" {
+			// A workspace is its owner's, and its owner is the company and
+			// the project: another project's run never resumes it. (A key
+			// without a project stays as it was.)
+			a.reuseKey += fmt.Sprintf(":%q", req.Scope.Project)
+		}
 	default:
 		if req.Run != "" {
 			a.runKey = quotedKey("run:", req.Company, env.ID, req.Run)
