@@ -32,7 +32,7 @@ var wsOperator = authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
 
 // wsRig is a System with one environment of driver, and a lease of it
 // for company.
-func wsLease(t *testing.T, sys *berth.System, driver string, cfg map[string]any, company string) *lease.Handle {
+func wsLease(t testing.TB, sys *berth.System, driver string, cfg map[string]any, company string) *lease.Handle {
 	t.Helper()
 	ctx := context.Background()
 	v, err := sys.Catalog().Create(ctx, wsOperator, environment.CreateRequest{Name: "ws-" + driver + "-" + company, Driver: driver, Config: cfg})
@@ -47,7 +47,7 @@ func wsLease(t *testing.T, sys *berth.System, driver string, cfg map[string]any,
 	return h
 }
 
-func wsSystem(t *testing.T, d drivers.Driver) *berth.System {
+func wsSystem(t testing.TB, d drivers.Driver) *berth.System {
 	t.Helper()
 	sys, err := berth.New(context.Background(), &berth.Options{Drivers: []drivers.Driver{d}, TestMode: true})
 	if err != nil {
@@ -93,7 +93,7 @@ func wsSource(t *testing.T) (dir, hashWithoutEnv string) {
 
 // files returns the sandbox's drivers.Files, for a test that plays the
 // agent.
-func files(t *testing.T, h *lease.Handle) drivers.Files {
+func files(t testing.TB, h *lease.Handle) drivers.Files {
 	t.Helper()
 	var f drivers.Files
 	if err := h.Raw(func(sb any) error { f = sb.(drivers.Files); return nil }); err != nil {

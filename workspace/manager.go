@@ -191,8 +191,10 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 				Message: fmt.Sprintf("Could not open the source directory %s: name a directory this host can read.", req.Source.Location), Err: err}
 		}
 		defer src.Close()
-		if want, err = sourceHash(src, req.Exclude, isGit); err != nil {
-			return nil, fmt.Errorf("workspace: prepare %s: %w", req.Key, err)
+		if prev != nil { // else put hashes it while it goes in
+			if want, err = sourceHash(src, req.Exclude, isGit); err != nil {
+				return nil, fmt.Errorf("workspace: prepare %s: %w", req.Key, err)
+			}
 		}
 	}
 	if prev != nil {
@@ -220,9 +222,16 @@ func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w 
 	// A directory an earlier lease of a host target left under this key
 	// is kept when it holds exactly the source's tree (and HEAD, clean):
 	// found by its checkpoint, nothing moves.
-	if want != "" {
-		if mf, _, err := m.facts(ctx, h, rel); err == nil && hashStream(w.files(mf).stream()) == want && m.headIs(ctx, h, w, withRepo) {
-			return m.ready(ctx, fs, w, w.files(mf).stream())
+	if src != nil {
+		if mf, _, err := m.facts(ctx, h, rel); err == nil {
+			if want == "" {
+				if want, err = sourceHash(src, req.Exclude, w.Source.Kind == SourceGit); err != nil {
+					return fmt.Errorf("workspace %s: %w", w.ID, err)
+				}
+			}
+			if hashStream(w.files(mf).stream()) == want && m.headIs(ctx, h, w, withRepo) {
+				return m.ready(ctx, fs, w, w.files(mf).stream())
+			}
 		}
 	}
 	if _, err := m.run(ctx, h, "remove workspace", wsscript.Remove, rel, 0); err != nil {
@@ -233,13 +242,39 @@ func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w 
 	}
 	switch req.Source.Kind {
 	case SourceDir, SourceGit:
+		// One walk of the source: the archive goes in and is hashed on
+		// its way (the host's side of the check below).
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(tarsafe.Create(pw, src, tarsafe.Options{Exclude: req.Exclude})) }()
-		err := fs.PutArchive(ctx, rel, pr)
+		hr, hw := io.Pipe()
+		type hashed struct {
+			m   manifest
+			err error
+		}
+		done := make(chan hashed, 1)
+		go func() {
+			mf, err := manifestOfArchive(hr)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, hr)
+			}
+			hr.CloseWithError(cmpErr(err))
+			done <- hashed{mf, err}
+		}()
+		tee := io.TeeReader(pr, hw)
+		err := fs.PutArchive(ctx, rel, tee)
+		if err == nil {
+			_, err = io.Copy(io.Discard, tee) // what the driver left of the stream, for the hash
+		}
+		hw.CloseWithError(err)
 		pr.CloseWithError(errors.New("put ended"))
+		src := <-done
 		if err != nil {
 			return fmt.Errorf("workspace %s: putting %s in: %w", w.ID, req.Source.Location, err)
 		}
+		if src.err != nil {
+			return fmt.Errorf("workspace %s: hashing %s: %w", w.ID, req.Source.Location, src.err)
+		}
+		want = hashStream(w.files(src.m).stream())
 	case SourceArchive:
 		if err := fs.PutArchive(ctx, rel, req.Archive); err != nil {
 			return fmt.Errorf("workspace %s: putting the archive in: %w", w.ID, err)
