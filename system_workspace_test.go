@@ -511,6 +511,14 @@ func TestWorkspaceOwnerAcrossLeases(t *testing.T) {
 	if _, err := sys.Workspaces().Collect(ctx, wsOperator, h2, workspace.CollectRequest{Workspace: ws.ID}); errcode.ReasonOf(err) != "workspace_owner" {
 		t.Errorf("collect through another lease: %v, want reason workspace_owner", err)
 	}
+	for name, bad := range map[string]workspace.PrepareRequest{
+		"a key that is a path": {Company: "acme", Key: "../k", Source: workspace.Source{Kind: workspace.SourceArchive}, Archive: tarOf(t, nil)},
+		"a token in the URL":   {Company: "acme", Key: "k2", Source: workspace.Source{Kind: workspace.SourceGit, Location: "https://x-token:s3cret@git.example.com/a.git"}},
+	} {
+		if _, err := sys.Workspaces().Prepare(ctx, wsOperator, h2, bad); !errors.Is(err, errcode.ErrInvalid) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: %v, want invalid, naming no secret", name, err)
+		}
+	}
 	globex := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
 	if _, err := sys.Workspaces().Prepare(ctx, globex, h1, req()); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("another company's agent prepares: %v, want denied", err)

@@ -122,6 +122,12 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 	if req.Source.Kind == SourceArchive && req.Archive == nil {
 		return nil, fmt.Errorf("workspace: prepare %s: an archive source without its Archive stream: %w", req.Key, errcode.ErrInvalid)
 	}
+	now := m.now().UTC()
+	w := &Workspace{ID: "ws-" + randomHex(8), Company: req.Company, Project: req.Project, Key: req.Key, Source: req.Source,
+		Lease: l.ID, Dir: "/unknown", State: StatePreparing, CreatedAt: now, UpdatedAt: now, Revision: 1}
+	if err := w.Validate(); err != nil { // before anything is read or written
+		return nil, err
+	}
 	live, err := m.store.ListWorkspaces(ctx, Filter{Lease: l.ID})
 	if err != nil {
 		return nil, fmt.Errorf("workspace: prepare %s: %w", req.Key, err)
@@ -148,12 +154,18 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 			return nil, fmt.Errorf("workspace: prepare %s: %w", req.Key, err)
 		default:
 			ol, lerr := m.leases.GetLease(ctx, other.Lease)
-			if lerr == nil && leaseLive(ol) {
+			switch {
+			case errors.Is(lerr, errcode.ErrNotFound):
+				ol = nil
+			case lerr != nil:
+				return nil, fmt.Errorf("workspace: prepare %s: lease %s: %w", req.Key, other.Lease, lerr)
+			}
+			if ol != nil && leaseLive(ol) {
 				return nil, &errcode.Error{Code: errcode.Conflict, Reason: "workspace_in_use", Op: "prepare workspace", Target: "workspace " + req.Key,
 					Message: fmt.Sprintf("The workspace %s is prepared in the live lease %s: use that lease, or release it first.", req.Key, other.Lease),
 					Err:     fmt.Errorf("workspace %s: live in lease %s: %w", other.ID, other.Lease, errcode.ErrConflict)}
 			}
-			m.end(ctx, other, EndReleased, OutcomeIndeterminate, "its lease ended before the workspace was prepared again")
+			m.endWithLease(ctx, other, ol) // its lease ended without ending it (a crash)
 		}
 	}
 	fs, err := leasehook.Files(h)
@@ -164,9 +176,7 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 	if err != nil {
 		return nil, err
 	}
-	now := m.now().UTC()
-	w := &Workspace{ID: "ws-" + randomHex(8), Company: req.Company, Project: req.Project, Key: req.Key, Source: req.Source,
-		Lease: l.ID, Dir: dirFor(wd, req.Company, req.Project, req.Key), State: StatePreparing, CreatedAt: now, UpdatedAt: now, Revision: 1}
+	w.Dir = dirFor(wd, req.Company, req.Project, req.Key)
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
