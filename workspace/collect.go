@@ -33,7 +33,7 @@ type CollectRequest struct {
 	// Bundle, if not nil, receives for a Git workspace whose repository
 	// went into the sandbox the agent's commits since the checkpoint's
 	// commit, as a Git bundle with that commit as its prerequisite (fetch
-	// it into the source repository: git fetch BUNDLE workspace); nothing
+	// it into the source repository: git fetch BUNDLE HEAD); nothing
 	// when there are none. Diff, if not nil, receives the uncommitted
 	// changes against HEAD, untracked files included, as a binary git
 	// diff. Each is at most 256 MiB.
@@ -46,7 +46,9 @@ type CollectRequest struct {
 type Receipt struct {
 	Workspace string `json:"workspace"`
 	Lease     string `json:"lease"`
-	// Base is the workspace's checkpoint; Head the tree as collected.
+	// Base is the workspace's checkpoint; Head the tree as collected and,
+	// for a Git workspace whose repository is in the sandbox, its HEAD
+	// commit (else no commit: the files alone name none).
 	Base Checkpoint `json:"base"`
 	Head Checkpoint `json:"head"`
 	// Changed lists the paths added or changed (their content, type,
@@ -96,7 +98,7 @@ func (m *Manager) Collect(ctx context.Context, p authz.Principal, h *lease.Handl
 	if err != nil {
 		return nil, err
 	}
-	r := &Receipt{Workspace: w.ID, Lease: w.Lease, Base: w.Checkpoint, Head: Checkpoint{Commit: w.Checkpoint.Commit, Tree: hashStream(now.stream())}, At: m.now().UTC()}
+	r := &Receipt{Workspace: w.ID, Lease: w.Lease, Base: w.Checkpoint, Head: Checkpoint{Tree: hashStream(now.stream())}, At: m.now().UTC()}
 	old := make(map[string]entry, len(base))
 	for _, e := range base {
 		old[e.path] = e
