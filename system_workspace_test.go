@@ -757,6 +757,16 @@ func TestWorkspaceReuseKeyHoldsTheProject(t *testing.T) {
 	if b.ID() == a.ID() {
 		t.Fatalf("another project's run resumed lease %s, which holds project app's workspace", a.ID())
 	}
+	found, err := sys.Workspaces().Find(ctx, agent, "acme", "app", "ws")
+	if err != nil || found.Lease != a.ID() {
+		t.Errorf("Find: %+v, %v; want the workspace in lease %s", found, err, a.ID())
+	}
+	if _, err := sys.Workspaces().Find(ctx, agent, "acme", "other", "ws"); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("Find for another project: %v, want not found", err)
+	}
+	if _, err := sys.Workspaces().Find(ctx, authz.Principal{ID: "g", Role: authz.RoleAgent, Companies: []string{"globex"}}, "acme", "app", "ws"); !errors.Is(err, errcode.ErrNotFound) {
+		t.Errorf("Find by another company's agent: %v, want not found", err)
+	}
 	again := acquire("app")
 	defer again.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if again.ID() != a.ID() {

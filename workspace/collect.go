@@ -307,6 +307,22 @@ func (m *Manager) Show(ctx context.Context, p authz.Principal, leaseID string) (
 	return out, nil
 }
 
+// Find returns the live workspace of an owner's key (company, project,
+// key: exactly that owner, never another's), so that a next turn finds
+// the lease that holds it (Workspace.Lease), or an error wrapping
+// errcode.ErrNotFound, also when p may not read that lease
+// (authz.ActionRead).
+func (m *Manager) Find(ctx context.Context, p authz.Principal, company, project, key string) (*Workspace, error) {
+	w, err := m.store.FindWorkspace(ctx, company, project, key)
+	if err == nil && m.authorize(ctx, p, authz.ActionRead, w.Lease, w.Company) != nil {
+		err = errcode.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workspace: find %s: %w", key, err)
+	}
+	return w, nil
+}
+
 // leaseEnded ends the live records of l unless l still holds its sandbox.
 func (m *Manager) leaseEnded(ctx context.Context, l *lease.Lease) {
 	if leaseLive(l) {

@@ -83,7 +83,8 @@
 // write-ahead record; Collect returns the entries changed since the
 // checkpoint as a tar stream, the deletions, and for Git the agent's
 // commits as a bundle and the uncommitted diff, with a Receipt naming
-// base and head; Show lists a lease's records; ReadDir, GetArchive and
+// base and head; Show lists a lease's records, Find an owner's live
+// workspace by its key; ReadDir, GetArchive and
 // PutArchive reach a live workspace's files, inside its directory only
 // (a board member lists, the holder reads and writes). A workspace is refused to
 // another owner (reason workspace_owner), and a reuse checks the
