@@ -776,3 +776,21 @@ func TestWorkspaceReuseKeyHoldsTheProject(t *testing.T) {
 		t.Errorf("its workspace: %+v, %v", recs, err)
 	}
 }
+
+// An archive source is checked as an upload is: an entry that would
+// leave the workspace's directory fails the prepare, naming it, and the
+// record ends failed with a receipt.
+func TestWorkspaceArchiveSourceIsChecked(t *testing.T) {
+	ctx := context.Background()
+	sys := wsSystem(t, fake.New(nil))
+	h := wsLease(t, sys, "fake", nil, "acme")
+	_, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "k",
+		Source: workspace.Source{Kind: workspace.SourceArchive}, Archive: tarOf(t, map[string]string{"../../out": "x"})})
+	if errcode.ReasonOf(err) != "unsafe_archive" || !strings.Contains(errcode.MessageOf(err), "../../out") {
+		t.Fatalf("prepare of an archive that leaves: %v", err)
+	}
+	recs, _ := sys.Workspaces().Show(ctx, wsOperator, h.ID())
+	if len(recs) != 1 || recs[0].End == nil || recs[0].End.Reason != workspace.EndFailed || !strings.Contains(recs[0].End.Detail, "../../out") {
+		t.Errorf("the record: %+v", recs[0].End)
+	}
+}

@@ -113,6 +113,11 @@ func (m *Manager) PutArchive(ctx context.Context, p authz.Principal, h *lease.Ha
 	if err != nil {
 		return err
 	}
+	return putChecked(ctx, fs, rel, r)
+}
+
+// putChecked puts the tar stream r under rel through checkUpload.
+func putChecked(ctx context.Context, fs drivers.Files, rel string, r io.Reader) error {
 	pr, pw := io.Pipe()
 	checked := make(chan error, 1)
 	go func() {
@@ -120,7 +125,7 @@ func (m *Manager) PutArchive(ctx context.Context, p authz.Principal, h *lease.Ha
 		pw.CloseWithError(err)
 		checked <- err
 	}()
-	err = fs.PutArchive(ctx, rel, pr)
+	err := fs.PutArchive(ctx, rel, pr)
 	pr.CloseWithError(errors.New("put ended"))
 	if cerr := <-checked; cerr != nil && !errors.Is(cerr, io.ErrClosedPipe) {
 		return cerr // the refusal, not the driver's account of a broken stream

@@ -71,7 +71,9 @@ type PrepareRequest struct {
 	// an archive stream (Archive).
 	Source Source
 	// Archive is the tar stream of a SourceArchive, read to its end; its
-	// entries are extracted in the sandbox without following a link.
+	// entries are extracted in the sandbox without following a link, and
+	// checked as PutArchive checks an upload (bounded; files,
+	// directories and links with names that stay inside).
 	Archive io.Reader
 	// Exclude is what a SourceDir or SourceGit leaves out
 	// (tarsafe.Options.Exclude); nil means tarsafe.DefaultExclude (of
@@ -286,7 +288,7 @@ func (m *Manager) put(ctx context.Context, h *lease.Handle, fs drivers.Files, w 
 		}
 		want = hashStream(w.files(src.m).stream())
 	case SourceArchive:
-		if err := fs.PutArchive(ctx, rel, req.Archive); err != nil {
+		if err := putChecked(ctx, fs, rel, req.Archive); err != nil {
 			return fmt.Errorf("workspace %s: putting the archive in: %w", w.ID, err)
 		}
 	}
