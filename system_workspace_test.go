@@ -519,6 +519,18 @@ func TestWorkspaceOwnerAcrossLeases(t *testing.T) {
 			t.Errorf("%s: %v, want invalid, naming no secret", name, err)
 		}
 	}
+	// An agent of the company may prepare an archive it hands over, not
+	// have berth read a host directory or repository (ActionReadHost).
+	acmeAgent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	for _, src := range []workspace.Source{{Kind: workspace.SourceDir, Location: "/etc"}, {Kind: workspace.SourceGit, Location: "/srv/git/private"}} {
+		if _, err := sys.Workspaces().Prepare(ctx, acmeAgent, h2, workspace.PrepareRequest{Company: "acme", Key: "host", Source: src}); !errors.Is(err, errcode.ErrDenied) {
+			t.Errorf("an agent's %s source %s: %v, want denied", src.Kind, src.Location, err)
+		}
+	}
+	if _, err := sys.Workspaces().Prepare(ctx, acmeAgent, h2, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "mine",
+		Source: workspace.Source{Kind: workspace.SourceArchive}, Archive: tarOf(t, map[string]string{"a": "1"})}); err != nil {
+		t.Errorf("an agent's archive source: %v", err)
+	}
 	globex := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"globex"}}
 	if _, err := sys.Workspaces().Prepare(ctx, globex, h1, req()); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("another company's agent prepares: %v, want denied", err)

@@ -112,7 +112,10 @@ func (m *Manager) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 // lease of a host target, its directory is checked first: a tree equal to
 // the one this source makes (a directory source) is kept as it is, and
 // anything else is removed and prepared again, never handed over (the
-// old record ends reprepared). p needs authz.ActionLease on the lease.
+// old record ends reprepared). p needs authz.ActionLease on the lease,
+// and for a directory or Git source, which berth reads with the host's
+// own identity, authz.ActionReadHost (operators under
+// authz.DefaultPolicy; Resource.Name is the source's location).
 func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handle, req PrepareRequest) (*Workspace, error) {
 	l := h.Lease()
 	if err := m.authorize(ctx, p, authz.ActionLease, l.ID, l.Company); err != nil {
@@ -120,6 +123,12 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 	}
 	if req.Company != l.Company {
 		return nil, errOwner(l.ID, fmt.Sprintf("the lease is company %q's, not %q's", l.Company, req.Company))
+	}
+	if req.Source.Kind == SourceDir || req.Source.Kind == SourceGit {
+		// berth reads it with the host's own identity.
+		if err := m.authz.Authorize(ctx, p, authz.ActionReadHost, authz.Resource{Kind: authz.ResourceKindLease, ID: l.ID, Name: req.Source.Location, Company: l.Company}); err != nil {
+			return nil, err
+		}
 	}
 	if req.Source.Kind == SourceArchive && req.Archive == nil {
 		return nil, fmt.Errorf("workspace: prepare %s: an archive source without its Archive stream: %w", req.Key, errcode.ErrInvalid)
