@@ -806,3 +806,32 @@ func TestWorkspaceArchiveSourceIsChecked(t *testing.T) {
 		t.Errorf("the record: %+v", recs[0].End)
 	}
 }
+
+// A Git source at a commit (not a branch): that commit's files, and its
+// name as the checkpoint; a ref that is not there fails the prepare with
+// a sentence that names the repository and the ref.
+func TestWorkspaceGitAtACommit(t *testing.T) {
+	repo, _ := gitRepo(t)
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD~1").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.TrimSpace(string(out))
+	ctx := context.Background()
+	sys := wsSystem(t, fake.New(nil))
+	h := wsLease(t, sys, "fake", nil, "acme")
+	ws, err := sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "old",
+		Source: workspace.Source{Kind: workspace.SourceGit, Location: repo, Ref: first}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := files(t, h).ReadDir(ctx, ".berth/ws/"+filepath.Base(ws.Dir))
+	if ws.Checkpoint.Commit != first || err != nil || len(list) != 1 || list[0].Name != "a.c" {
+		t.Errorf("at %s: checkpoint %s, files %+v, %v", first, ws.Checkpoint.Commit, list, err)
+	}
+	_, err = sys.Workspaces().Prepare(ctx, wsOperator, h, workspace.PrepareRequest{Company: "acme", Key: "missing",
+		Source: workspace.Source{Kind: workspace.SourceGit, Location: repo, Ref: "no-such-branch"}})
+	if !errors.Is(err, errcode.ErrInvalid) || !strings.Contains(errcode.MessageOf(err), "no-such-branch") {
+		t.Errorf("a missing ref: %v", err)
+	}
+}

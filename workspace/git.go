@@ -49,8 +49,12 @@ func gitCheckout(ctx context.Context, req PrepareRequest) (dir, commit string, e
 		depth = 1
 	}
 	loc := req.Source.Location
-	if abs, err := filepath.Abs(loc); err == nil && !strings.Contains(loc, "://") && !strings.Contains(loc, "@") {
-		loc = "file://" + abs // depth applies to a local path only as a URL
+	if !strings.Contains(loc, "://") {
+		if fi, err := os.Stat(loc); err == nil && fi.IsDir() {
+			if abs, err := filepath.Abs(loc); err == nil {
+				loc = "file://" + abs // depth applies to a local path only as a URL
+			}
+		}
 	}
 	fetch := []string{"fetch", "-q", "--no-tags"}
 	if depth > 0 {
@@ -77,7 +81,7 @@ func gitCheckout(ctx context.Context, req PrepareRequest) (dir, commit string, e
 func git(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "protocol.file.allow=always", "-c", "core.hooksPath=/dev/null"}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1")
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0") // never ask on a terminal
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &b, &b
 	err := cmd.Run()
