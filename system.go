@@ -28,11 +28,13 @@ import (
 	"github.com/berthdev/berth/internal/probehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/templatehook"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/runnerbin"
 	"github.com/berthdev/berth/store"
 	"github.com/berthdev/berth/templates"
+	"github.com/berthdev/berth/workspace"
 )
 
 // Options configures New. The zero value (or nil) composes the embedded
@@ -155,6 +157,7 @@ type System struct {
 	runners     *controller.Controller
 	handover    *handover.Service
 	settings    *instance.Service
+	workspaces  *workspace.Manager
 
 	log     *slog.Logger
 	tempDir string // the runners' output directory New made, removed by Close
@@ -187,6 +190,13 @@ func (s *System) Assignments() *environment.Assignments { return s.assignments }
 // Leases returns the lease manager (LEASE-1..10).
 func (s *System) Leases() *lease.Manager { return s.leases }
 
+// Workspaces returns the workspace manager: it prepares an agent's
+// project in a lease's sandbox under a write-ahead record with its owner
+// and checkpoint, and collects what the agent changed (package
+// workspace). A lease's release ends its workspace records with a
+// receipt; Sweep ends those whose lease ended otherwise.
+func (s *System) Workspaces() *workspace.Manager { return s.workspaces }
+
 // Templates returns the custom images service: capture a live lease into
 // a template, promote, roll back, revoke and delete it (IMG-4..8). Leases
 // of an environment start from its active template while it applies.
@@ -202,13 +212,18 @@ type SweepReport struct {
 	// Sessions is the setup sessions' sweep: sessions past their TTL
 	// ended, their sandboxes destroyed.
 	Sessions templates.SessionSweepReport `json:"sessions"`
+	// WorkspacesEnded counts workspace records the sweep ended because
+	// their lease no longer lives (receipt reason swept for one left
+	// preparing by a crash).
+	WorkspacesEnded int `json:"workspacesEnded"`
 }
 
 // Sweep ends the setup sessions past their TTL and destroys the sandboxes
 // of ended ones, sweeps the lease store
-// (lease.Manager.Sweep) and then retries the
+// (lease.Manager.Sweep), retries the
 // wanted template deletions (templates.Service.Sweep: a template is deleted
-// at the provider only once no live lease uses it). p must be allowed
+// at the provider only once no live lease uses it), and then ends the
+// workspace records whose lease no longer lives. p must be allowed
 // authz.ActionSweep. The first error is returned with what was done.
 func (s *System) Sweep(ctx context.Context, p authz.Principal) (SweepReport, error) {
 	var r SweepReport
@@ -223,7 +238,12 @@ func (s *System) Sweep(ctx context.Context, p authz.Principal) (SweepReport, err
 	if r.Leases, err = s.leases.Sweep(ctx, p); err != nil {
 		return r, err
 	}
-	r.TemplatesDeleted, err = s.templates.Sweep(ctx, p)
+	if r.TemplatesDeleted, err = s.templates.Sweep(ctx, p); err != nil {
+		return r, err
+	}
+	// After the leases' sweep, which ends expired leases: their
+	// workspaces end with them.
+	r.WorkspacesEnded, err = workspacehook.Sweep(s.workspaces, ctx, p)
 	return r, err
 }
 
@@ -377,8 +397,13 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		SweepEnvironments: func(ctx context.Context) ([]*environment.Environment, error) {
 			return envs.ListEnvironments(ctx, environment.ListFilter{})
 		},
+		// A lease's release ends its workspace records (sys.workspaces is
+		// set below, before New returns and anything is released).
+		Ended: func(ctx context.Context, l any) { workspacehook.LeaseEnded(sys.workspaces, ctx, l) },
 	})
 	sys.leases = mgr.(*lease.Manager)
+	sys.workspaces = workspacehook.New(workspacehook.Sources{Store: st.Workspaces, Leases: st.Leases, Drivers: reg,
+		Authorizer: o.Authorizer, Logger: o.Logger}).(*workspace.Manager)
 	tsvc, setupUsage := templatehook.New(templatehook.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,
 		Secrets: secrets.Get, Authorizer: o.Authorizer, Logger: o.Logger,

@@ -107,14 +107,22 @@ const (
 	// reference, Company the lease's company). Allowing it is not enough:
 	// a project auth check must match exactly too.
 	ActionUseAccount Action = "use_account"
+	// ActionReadHost: have berth read a path or repository with the host's
+	// own identity into a lease's sandbox (a workspace's directory source,
+	// a Git source the host's git fetches; Resource kind
+	// ResourceKindLease, Name the source's location). An operator action
+	// by default: it reads what the berth process can read. A host that
+	// lets agents name their project allows it for the locations it
+	// trusts.
+	ActionReadHost Action = "read_host"
 )
 
 // IsMutation reports whether a changes stored state of the catalog or what
-// runs on a target (everything but read, read_config, probe, lease and
-// use_account).
+// runs on a target (everything but read, read_config, probe, lease,
+// use_account and read_host).
 func (a Action) IsMutation() bool {
 	switch a {
-	case ActionRead, ActionReadConfig, ActionProbe, ActionLease, ActionUseAccount:
+	case ActionRead, ActionReadConfig, ActionProbe, ActionLease, ActionUseAccount, ActionReadHost:
 		return false
 	}
 	return true
@@ -248,6 +256,8 @@ func Denied(p Principal, a Action, r Resource) error {
 //     mutation, every probe, every sweep, every project auth check
 //     (ActionAuthCheck) and the full view, whatever their grants;
 //   - agents never read a captured template (ResourceKindTemplate);
+//   - only instance admins and local operators have berth read a host's
+//     path or repository into a sandbox (ActionReadHost);
 //   - every known role reads the instance settings (ActionRead on
 //     ResourceKindInstanceSettings); only instance admins and local
 //     operators change them (ActionUpdate), as every mutation;
@@ -280,7 +290,7 @@ func allowedByDefault(p Principal, a Action, r Resource) bool {
 	switch a {
 	case ActionRead, ActionReadConfig, ActionCreate, ActionUpdate, ActionArchive,
 		ActionDelete, ActionProbe, ActionLease, ActionBind, ActionSetup, ActionSweep,
-		ActionAuthCheck, ActionUseAccount:
+		ActionAuthCheck, ActionUseAccount, ActionReadHost:
 		known = true
 	}
 	if !known {

@@ -93,6 +93,8 @@ func TestDefaultPolicy(t *testing.T) {
 		{authz.ActionUseAccount, companyAccount, [4]bool{true, true, false, true}},
 		{authz.ActionUseAccount, otherAccount, adminsOnly},
 		{authz.ActionUseAccount, companyLease, adminsOnly},
+		// A workspace's source read with the host's identity: operators.
+		{authz.ActionReadHost, companyLease, adminsOnly},
 		{authz.Action("launch_missiles"), env, [4]bool{}},
 	}
 	for _, r := range rows {

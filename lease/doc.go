@@ -79,7 +79,8 @@
 //
 // Reuse (LEASE-4, LEASE-5): ReuseByEnvironment and ReuseByWorkspace need
 // drivers.CapReuse. One lease record owns one reusable sandbox across runs
-// (its ReuseKey). An acquisition resumes it when the reuse fingerprint
+// (its ReuseKey: the company and environment, and for ReuseByWorkspace the
+// workspace and the scope's project). An acquisition resumes it when the reuse fingerprint
 // (Lease.Fingerprint: driver, identity fields,
 // secret references and versions; knobs and metadata left out) matches, including a sandbox that finished starting
 // after an earlier acquisition ran out of budget (that lease is kept

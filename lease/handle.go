@@ -24,6 +24,14 @@ func init() {
 	}
 	leasehook.ImageIdentity = func(h any, ctx context.Context) (images.Identity, error) { return h.(*Handle).imageIdentity(ctx) }
 	leasehook.Kind = func(h any) drivers.Kind { return h.(*Handle).kind() }
+	leasehook.Files = func(h any) (drivers.Files, error) {
+		hd := h.(*Handle)
+		f, err := capability(hd, drivers.SandboxAs[drivers.Files])
+		if err != nil {
+			return nil, hd.wrap(err)
+		}
+		return f, nil
+	}
 }
 
 // Handle is an acquired lease with its live sandbox: a portable value
@@ -83,6 +91,7 @@ func (h *Handle) Resumed() bool { return h.resumed }
 // acquired the handle was authorized then; holding the handle is enough.
 func (h *Handle) Release(ctx context.Context, opts ReleaseOptions) (*Lease, error) {
 	l, err := h.m.release(ctx, h.lease.ID, opts)
+	h.m.afterRelease(ctx, l)
 	switch {
 	case l == nil:
 	case h.shown != nil && h.shown.Redacted:

@@ -50,7 +50,9 @@ const (
 	// company and environment. Needs drivers.CapReuse.
 	ReuseByEnvironment Policy = "reuse_by_environment"
 	// ReuseByWorkspace leases are reused by later acquisitions of the same
-	// company, environment and workspace. Needs drivers.CapReuse.
+	// company, environment and workspace, and of the same project when the
+	// acquisition's Scope names one (another project's run gets a lease of
+	// its own). Needs drivers.CapReuse.
 	ReuseByWorkspace Policy = "reuse_by_workspace"
 	// RetainOnFailure leases are ephemeral, except that releasing one after
 	// a failed run keeps the sandbox (retained) for inspection.

@@ -113,6 +113,9 @@ type Manager struct {
 	reg   *drivers.Registry
 	asg   *environment.Assignments
 	tasks leasehook.TaskStopper
+	// ended, if not nil, is told of every lease a release returns
+	// (leasehook.Sources.Ended: the workspaces it ends).
+	ended func(ctx context.Context, l any)
 	o     Options
 	owner string // this manager's claim owner prefix
 	opSeq atomic.Int64
@@ -200,7 +203,7 @@ func newManager(src leasehook.Sources) (*Manager, environment.UsageReporter) {
 	}
 	store = &recordStore{Store: store, k: o.secretKeeper, log: o.logger.Warn}
 	m := &Manager{
-		store: store, reg: reg, asg: asg, tasks: tasks, o: o,
+		store: store, reg: reg, asg: asg, tasks: tasks, ended: src.Ended, o: o,
 		owner: o.InstanceID + "/" + randomHex(4),
 		live:  map[string]*Handle{},
 		pools: newPools(),

@@ -111,10 +111,20 @@ func (m *Manager) Release(ctx context.Context, p authz.Principal, id string, opt
 		return nil, err
 	}
 	l, err := m.release(ctx, id, opts)
+	m.afterRelease(ctx, l)
 	if l != nil {
 		l = m.view(ctx, p, l)
 	}
 	return l, err
+}
+
+// afterRelease tells the Sources' Ended hook of the lease a release
+// returned (a copy), so that what lives in its sandbox (workspaces) ends
+// with it.
+func (m *Manager) afterRelease(ctx context.Context, l *Lease) {
+	if m.ended != nil && l != nil {
+		m.ended(context.WithoutCancel(ctx), l.clone())
+	}
 }
 
 // keptEvidence is the receipt of a keep release.

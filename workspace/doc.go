@@ -62,6 +62,35 @@
 // it: a tree unpacked again, by another user, hashes the same. A fifo or
 // device is hashed by its type and bits, never opened.
 //
+// The tree hash is computed in the sandbox by the script of
+// internal/wsscript (Facts: find, stat -c '%f %s %n', sha256sum and
+// readlink, one run through Exec; busybox will do): the sandbox hashes
+// each file's content and prints the facts, and the host sorts them,
+// builds the stream above and hashes it, so that the one definition lives
+// in this package. The stream itself is kept beside the workspace's
+// directory (<dir>.base) as the base Collect compares with, checked
+// against the checkpoint before it is read. A name holding a newline is
+// refused there (the facts are lines). A Git workspace's tree hash leaves
+// out its .git directory, which git rewrites as it works.
+//
+// # The Manager
+//
+// Manager (System.Workspaces) acts for a principal on a lease's handle:
+// Prepare puts a Source in (a host directory through tarsafe.Create, an
+// archive stream, or a Git repository fetched by the host's git at a
+// ref, shallow by default, its repository going in with it where the
+// target has git) through the driver's files capability, under the
+// write-ahead record; Collect returns the entries changed since the
+// checkpoint as a tar stream, the deletions, and for Git the agent's
+// commits as a bundle and the uncommitted diff, with a Receipt naming
+// base and head; Show lists a lease's records, Find an owner's live
+// workspace by its key; ReadDir, GetArchive and
+// PutArchive reach a live workspace's files, inside its directory only
+// (a board member lists, the holder reads and writes). A workspace is refused to
+// another owner (reason workspace_owner), and a reuse checks the
+// directory against the checkpoint and prepares again on a mismatch.
+// docs/leases.md describes the flow.
+//
 // # Where it lives
 //
 // This is a package of its own at the floor above the lease manager,

@@ -26,7 +26,8 @@
 // Options.Platform), the scripts a setup session of package templates runs
 // (answered as a clean sandbox would: a file write succeeds and keeps
 // nothing, there is nothing of berth's to remove, process 1 has an empty
-// environment), true, false, echo [-n], uname (-s -n -r -v -m -o -a),
+// environment), the scripts of package workspace (a tree's facts and the
+// removal of a workspace's directory, answered from the files below), true, false, echo [-n], uname (-s -n -r -v -m -o -a),
 // cat (stdin, /etc/os-release, /etc/hostname), sleep (on the driver's clock),
 // env, pwd, exit [N], ln -s TARGET NAME (a link in the sandbox's files), and sh -c of ONE such command: its words split with
 // 'single' and "double" quotes, backslashes, $NAME, ${NAME} and $0..$9.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/internal/setupscript"
+	"github.com/berthdev/berth/internal/wsscript"
 )
 
 // Invocation is one command run by a HandlerFunc.
@@ -118,6 +119,10 @@ func (d *Driver) run(ctx context.Context, inv Invocation) (int, error) {
 		return 0, nil
 	case script == setupscript.Clean, script == setupscript.Environ:
 		return 0, nil // nothing of berth's to remove; process 1 has no environment
+	case script == wsscript.Facts && len(argv) == 5:
+		return d.wsFacts(inv, argv[4])
+	case script == wsscript.Remove && len(argv) == 5:
+		return d.wsRemove(inv, argv[4])
 	}
 	words, err := splitWords(script, inv.Env, argv[3:])
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/wsscript"
 )
 
 // node is one entry of a sandbox's in-memory file tree (drivers.Files).
@@ -257,5 +259,80 @@ func (d *Driver) ln(_ context.Context, inv Invocation, args []string) (int, erro
 		return 1, nil
 	}
 	b.files[name] = &node{mode: fs.ModeSymlink | 0o777, link: args[1]}
+	return 0, nil
+}
+
+// wsFacts answers wsscript.Facts for the tree under dir, as find, stat,
+// sha256sum and readlink in a sandbox print it.
+func (d *Driver) wsFacts(inv Invocation, dir string) (int, error) {
+	dir, err := driverkit.FilePath(inv.SandboxID, dir)
+	if err != nil {
+		return wsscript.ExitNotFound, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.boxes[inv.SandboxID]
+	if !ok {
+		return 1, nil
+	}
+	if n := b.files[dir]; dir != "." && (n == nil || !n.mode.IsDir()) {
+		return wsscript.ExitNotFound, nil
+	}
+	prefix := dir + "/"
+	if dir == "." {
+		prefix = ""
+	}
+	var names []string
+	for k := range b.files {
+		if strings.HasPrefix(k, prefix) && k != dir {
+			if strings.Contains(k, "\n") {
+				return wsscript.ExitNewline, nil
+			}
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	var st, sums, links strings.Builder
+	for _, k := range names {
+		n, rel := b.files[k], "./"+strings.TrimPrefix(k, prefix)
+		raw := uint32(n.mode.Perm())
+		switch {
+		case n.mode.IsDir():
+			raw |= 0o040000
+		case n.mode&fs.ModeSymlink != 0:
+			raw |= 0o120000
+			fmt.Fprintf(&links, "%s\n%s\n", rel, n.link)
+		default:
+			raw |= 0o100000
+			fmt.Fprintf(&sums, "%x  %s\n", sha256.Sum256(n.data), rel)
+		}
+		fmt.Fprintf(&st, "%x %d %s\n", raw, len(n.data), rel)
+	}
+	fmt.Fprintf(inv.Stdout, "S\n%sH\n%sL\n%sE\n", st.String(), sums.String(), links.String())
+	return 0, nil
+}
+
+// wsRemove answers wsscript.Remove: dir and everything under it go.
+func (d *Driver) wsRemove(inv Invocation, dir string) (int, error) {
+	dir, err := driverkit.FilePath(inv.SandboxID, dir)
+	if err != nil || dir == "." {
+		return 1, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.boxes[inv.SandboxID]
+	if !ok {
+		return 1, nil
+	}
+	for _, p := range []string{".berth", ".berth/ws", dir} {
+		if n := b.files[p]; n != nil && n.mode&fs.ModeSymlink != 0 {
+			return wsscript.ExitLink, nil
+		}
+	}
+	for k := range b.files {
+		if k == dir || strings.HasPrefix(k, dir+"/") {
+			delete(b.files, k)
+		}
+	}
 	return 0, nil
 }

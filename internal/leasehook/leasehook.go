@@ -140,6 +140,12 @@ type Sources struct {
 	// limit acquisitions with lease.Options.Quotas (the stricter per
 	// field). nil: refills read none, and only Options.Quotas limit.
 	Settings instance.Reader
+	// Ended, if not nil, is called after every release (Manager.Release,
+	// Handle.Release) with the lease as the release left it (a
+	// *lease.Lease, a copy), whatever its outcome: berth.New ends the
+	// lease's workspace records there (package workspace). It must not
+	// block long; it answers for no principal.
+	Ended func(ctx context.Context, l any)
 }
 
 // ErrStartupBudget is the error an acquisition wraps when its sandbox did
@@ -207,6 +213,12 @@ var (
 	// drivers.ErrUnsupported when the driver cannot report it. The prober
 	// and the templates service call it.
 	ImageIdentity func(h any, ctx context.Context) (images.Identity, error)
+
+	// Files returns the file capability (drivers.Files) of h's sandbox
+	// (h a *lease.Handle), narrowed as every capability of a Handle; an
+	// error wraps drivers.ErrUnsupported when the driver has none. Package
+	// workspace prepares and collects through it.
+	Files func(h any) (drivers.Files, error)
 
 	// Kind says whether the lease of h (a *lease.Handle) is a sandbox or a
 	// host session: its driver's kind. The runner controller admits runners

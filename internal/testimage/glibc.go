@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,11 +23,12 @@ import (
 var glibcPrograms = []string{"/bin/bash", "/usr/bin/getconf"}
 
 // glibcLayer returns a layer with the host's glibc loader and libc, bash,
-// getconf and ldd, at the paths the host uses (symlinks resolved to regular
-// files). It fails when the host is not a glibc system.
-func glibcLayer() (v1.Layer, error) {
+// getconf and ldd, and the programs extra, at the paths the host uses
+// (symlinks resolved to regular files). It fails when the host is not a
+// glibc system or lacks one of the programs.
+func glibcLayer(extra ...string) (v1.Layer, error) {
 	files := map[string]string{"/usr/bin/ldd": "/usr/bin/ldd"} // image path -> host file
-	for _, p := range glibcPrograms {
+	for _, p := range append(slices.Clone(glibcPrograms), extra...) {
 		files[p] = p
 		out, err := exec.Command("ldd", p).Output()
 		if err != nil {

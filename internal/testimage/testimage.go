@@ -81,6 +81,10 @@ type Options struct {
 	// glibc ("getconf GNU_LIBC_VERSION", "ldd --version"). The host must be
 	// a glibc system; busybox stays the provider of sh and the other tools.
 	Glibc bool
+	// Programs are more host programs (absolute paths, "/usr/bin/git")
+	// put into the glibc layer with every shared library ldd reports for
+	// them; they imply Glibc.
+	Programs []string
 }
 
 var (
@@ -199,8 +203,8 @@ func Build(opts *Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Glibc {
-		gl, err := glibcLayer()
+	if opts.Glibc || len(opts.Programs) > 0 {
+		gl, err := glibcLayer(opts.Programs...)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +265,7 @@ func Busybox(t testing.TB, reg *testenv.Registry, opts *Options) Image {
 	}
 	img, err := Build(opts)
 	if err != nil {
-		if opts != nil && opts.Glibc {
+		if opts != nil && (opts.Glibc || len(opts.Programs) > 0) {
 			testenv.Missing(t, "host glibc files", "run on a glibc distribution with bash and getconf (Debian: libc-bin)", err)
 		}
 		t.Fatalf("testimage: build: %v", err)
