@@ -4,12 +4,18 @@ import (
 	"context"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/probe"
 	"github.com/berthdev/berth/store"
 )
@@ -68,5 +74,35 @@ func TestIsolationOnDocker(t *testing.T) {
 		if err != nil || !q.Qualified || q.Isolation != tc.want {
 			t.Errorf("qualification of %s: %+v, %v; want qualified at %s", tc.env.Name, q, err, tc.want)
 		}
+	}
+
+	// A minimum of gvisor refuses the runc environment before anything is
+	// allocated: no container is created on the engine.
+	if _, err := sys.Settings().Update(ctx, ops, instance.AnyRevision, func(c *instance.Settings) error {
+		c.MinimumIsolation = drivers.IsolationGVisor
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	containers := func() int {
+		t.Helper()
+		cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "test.berth/run="+run))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+	before := containers()
+	h, err := sys.Leases().Acquire(ctx, ops, lease.AcquireRequest{Company: "acme", EnvironmentID: runc.ID})
+	if h != nil || errcode.ReasonOf(err) != "isolation_below_minimum" {
+		t.Fatalf("Acquire of the runc environment under a gvisor minimum = %v (reason %q), want isolation_below_minimum", err, errcode.ReasonOf(err))
+	}
+	t.Logf("refused: %s", errcode.MessageOf(err))
+	res, err := sys.Prober().Probe(ctx, ops, runc.ID, probe.Request{Company: "acme"})
+	if err != nil || res.OK || res.Code != "isolation_below_minimum" {
+		t.Fatalf("probe of the runc environment under a gvisor minimum: %+v, %v; want isolation_below_minimum", res, err)
+	}
+	if after := containers(); after != before {
+		t.Errorf("%d containers of the run before the refused acquisition and probe, %d after", before, after)
 	}
 }

@@ -54,7 +54,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, errcode.ErrInvalid)
 	}
 	// CFG-9: with environments disabled nothing is probed or measured.
-	if err := envhook.Admit(p.gate, ctx, nil); err != nil {
+	if err := envhook.Admit(p.gate, ctx, nil, nil); err != nil {
 		return nil, fmt.Errorf("probe: environment %s (%q): %w", v.ID, v.Name, err)
 	}
 	r := p.newRun(v.Driver, opts.Progress)
@@ -85,7 +85,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		r.res.Target = targetOf(d, e.Config)
 		// CFG-9, CAP-3: a host driver under managed-sandbox-only is
 		// refused before its provider is measured.
-		if err := envhook.Admit(p.gate, ctx, d); err != nil {
+		if err := envhook.Admit(p.gate, ctx, d, e.Config); err != nil {
 			return "", "", err
 		}
 		// CAP-3: measure the provider first (stored for every reader),
