@@ -82,4 +82,20 @@ func TestSettingsCommands(t *testing.T) {
 		t.Error("set with a negative quota did not fail")
 	}
 	wantContains(t, "help", c.ok("settings", "show"), "quotaPerCompany: 0 (no limit)", "quotaPerCompanyEnvironment: 3")
+
+	// The minimum isolation (issue 56): the fake declares none, so under
+	// gvisor its lease is refused naming the target, its level and the
+	// minimum; none lifts it.
+	wantContains(t, "minimum set", c.ok("settings", "set", "--minimum-isolation", "gvisor"), "minimumIsolation: gvisor")
+	if _, msg := c.fail("lease", "acquire", box, "--company", "acme"); !strings.Contains(msg, `"box"`) || !strings.Contains(msg, "isolation none") || !strings.Contains(msg, "minimum gvisor") {
+		t.Errorf("lease acquire below the minimum isolation: %s", msg)
+	}
+	if _, msg := c.fail("settings", "set", "--minimum-isolation", "vm"); msg == "" {
+		t.Error("set with a level that is none did not fail")
+	}
+	c.okJSON(&s, "settings", "set", "--minimum-isolation", "none")
+	if s.MinimumIsolation != 0 {
+		t.Errorf("after --minimum-isolation none: %+v", s)
+	}
+	c.ok("lease", "acquire", box, "--company", "acme")
 }
