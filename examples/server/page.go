@@ -232,6 +232,7 @@ type editor struct {
 	Caps        []string
 	Limits      []string
 	Isolation   string // the level the driver declares for the config
+	Require     string // the environment's requireIsolation, "" for none
 	Unavailable string
 	Short       string // Unavailable in one short sentence
 	Qual        *qualRow
@@ -553,6 +554,9 @@ func (s *server) editorOf(ctx context.Context, p authz.Principal, v *environment
 		}
 		ed.Caps, ed.Limits = capNames(eff), limitsOf(eff)
 		ed.Isolation = v.Isolation.String()
+	}
+	if v.RequireIsolation != drivers.IsolationNone {
+		ed.Require = v.RequireIsolation.String()
 	}
 	if at := v.ActiveTemplate; at != nil {
 		ed.Template = fmt.Sprintf("%s (%s), drift: %s", at.ID, at.Identity, at.Drift)
