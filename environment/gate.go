@@ -129,7 +129,7 @@ func (g *gate) check(ctx context.Context, env *Environment, required drivers.Set
 	if aerr := set.Admit(d.Name(), d.Capabilities().Kind == drivers.KindHost); aerr != nil {
 		return refuse(fmt.Errorf("%w: %w", aerr, drivers.ErrUnavailable), "%v", aerr)
 	}
-	if ierr, short := isolationRefusal(set, "Environment "+labelOf(env), d, env.Config, env.RequireIsolation); ierr != nil {
+	if short, ierr := isolationRefusal(set, "Environment "+labelOf(env), d, env.Config, env.RequireIsolation); ierr != nil {
 		return refuse(ierr, "%s", short)
 	}
 	h, measured, err := g.lastHealth(ctx, d, env.Config)
@@ -195,7 +195,7 @@ func (g *gate) admit(ctx context.Context, d drivers.Driver, cfg config.Config) e
 		return fmt.Errorf("%w: %w", err, drivers.ErrUnavailable)
 	}
 	if d != nil {
-		ierr, _ := isolationRefusal(set, "A draft of driver "+name, d, cfg, drivers.IsolationNone)
+		_, ierr := isolationRefusal(set, "A draft of driver "+name, d, cfg, drivers.IsolationNone)
 		return ierr
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/errmsg"
 )
 
 // reasonIsolationBelowMinimum is the reason of the gate's refusal of a
@@ -30,18 +31,18 @@ func checkIsolation(label string, l drivers.Isolation) error {
 // whose sentence names target (the environment or the draft's driver),
 // its level and the minimum, and which setting set it; short says the
 // same without the target, for an *Error that names it.
-func isolationRefusal(set instance.Settings, target string, d drivers.Driver, cfg config.Config, require drivers.Isolation) (err error, short string) {
+func isolationRefusal(set instance.Settings, target string, d drivers.Driver, cfg config.Config, require drivers.Isolation) (short string, err error) {
 	minimum, by := set.MinimumIsolation, "the instance setting minimumIsolation"
 	if require > minimum {
 		minimum, by = require, "the environment's requireIsolation"
 	}
 	declared := drivers.IsolationOf(d, cfg)
 	if declared >= minimum {
-		return nil, ""
+		return "", nil
 	}
 	short = fmt.Sprintf("its isolation %s is below the minimum %s (%s)", declared, minimum, by)
-	return &errcode.Error{Code: errcode.Unavailable, Reason: reasonIsolationBelowMinimum,
-		Message: fmt.Sprintf("%s has isolation %s, below the minimum %s (%s): choose a target that isolates more, or change the setting.", target, declared, minimum, by),
+	return short, &errcode.Error{Code: errcode.Unavailable, Reason: reasonIsolationBelowMinimum,
+		Message: errmsg.Sentence(fmt.Sprintf("%s has isolation %s, below the minimum %s (%s): choose a target that isolates more, or change the setting", target, declared, minimum, by)),
 		Err: fmt.Errorf("%s: driver %s declares isolation %s for its config, below the minimum %s set by %s: %w",
-			target, d.Name(), declared, minimum, by, drivers.ErrUnavailable)}, short
+			target, d.Name(), declared, minimum, by, drivers.ErrUnavailable)}
 }

@@ -57,7 +57,7 @@ func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*V
 			errcode.ReasonOf(aerr) == reasonIsolationBelowMinimum:
 			v.Unavailable = aerr.Error()
 		case aerr == nil && drivers.IsolationOf(d, env.Config) < env.RequireIsolation:
-			_, short := isolationRefusal(instance.Settings{}, "", d, env.Config, env.RequireIsolation)
+			short, _ := isolationRefusal(instance.Settings{}, "", d, env.Config, env.RequireIsolation)
 			v.Unavailable = short
 		case aerr != nil:
 			return nil, fmt.Errorf("environment %s: %w", labelOf(env), aerr)
