@@ -130,8 +130,8 @@ func DecodeUpdateRequest(data []byte) (UpdateRequest, error) {
 }
 
 var (
-	createFields = []string{"name", "description", "driver", "config", "env", "metadata", "pool"}
-	updateFields = []string{"baseRevision", "name", "description", "config", "env", "metadata", "pool"}
+	createFields = []string{"name", "description", "driver", "config", "env", "metadata", "pool", "requireIsolation"}
+	updateFields = []string{"baseRevision", "name", "description", "config", "env", "metadata", "pool", "requireIsolation"}
 )
 
 // decodeStrict decodes one JSON object into v. The top level is read first
