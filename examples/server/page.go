@@ -606,6 +606,9 @@ func qualOf(v qualification.View, now time.Time) *qualRow {
 	if v.Platform != nil {
 		q.Platform = v.Platform.String()
 	}
+	if v.Isolation != "" {
+		q.Platform += ", isolation " + v.Isolation + " measured"
+	}
 	if v.RecordedAt != nil {
 		q.Recorded = whenOf(*v.RecordedAt, now)
 	}
