@@ -66,6 +66,11 @@ func TestIsolationOnDocker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for _, st := range res.Stages {
+			if st.Name == "isolation" || st.Name == "detect" {
+				t.Logf("%s: stage %s took %s", tc.env.Name, st.Name, st.Duration)
+			}
+		}
 		t.Logf("%s: isolation %s: %s", tc.env.Name, res.Isolation, res.IsolationEvidence)
 		if !res.OK || res.Isolation != tc.want || !res.PlatformQualificationRecorded {
 			t.Fatalf("probe of %s: ok %v (%s), isolation %q (%s), recorded %v; want %s", tc.env.Name, res.OK, res.Summary, res.Isolation, res.IsolationEvidence, res.PlatformQualificationRecorded, tc.want)
