@@ -87,7 +87,9 @@ func meets(measured, declared string) bool {
 // Evaluate decides whether the probe's evidence qualifies the subject
 // (QUAL-1). It returns a Record and a CodeRecorded diagnostic when the
 // environment is saved, its image is pinned, the live sandbox reported that
-// same identity, the platform was measured and cleanup was confirmed.
+// same identity, the platform was measured, the isolation measured (when
+// measured) meets the level the subject declares, and cleanup was
+// confirmed; the record keeps the measured level.
 // Otherwise it returns the zero Record and a diagnostic naming the first
 // condition that failed, in that order. It is pure.
 func Evaluate(s Subject, ev Evidence) (qualification.Record, qualification.Diagnostic) {
@@ -158,7 +160,9 @@ func notPinnedMessage(r images.Reference) string {
 
 // Valid reports whether rec qualifies the current subject (QUAL-3, QUAL-4):
 // only for the same company and environment, while the environment is
-// saved, and while the current fingerprint equals the recorded one. A stale
+// saved, while the current fingerprint equals the recorded one, and while
+// the recorded isolation (when recorded) meets the level the subject
+// declares now. A stale
 // record is never reused. The diagnostic is CodeQualified when valid, else
 // says why not.
 func Valid(rec qualification.Record, cur Subject) (bool, qualification.Diagnostic) {
