@@ -98,4 +98,13 @@ func TestSettingsCommands(t *testing.T) {
 		t.Errorf("after --minimum-isolation none: %+v", s)
 	}
 	c.ok("lease", "acquire", box, "--company", "acme")
+	// An environment's own requirement (--json-body's requireIsolation).
+	out, errOut, err := c.exec(`{"name": "strict", "driver": "fake", "requireIsolation": "container"}`, "--json", "env", "create", "--json-body", "-")
+	if err != nil {
+		t.Fatalf("env create strict: %v\n%s%s", err, out, errOut)
+	}
+	wantContains(t, "env show strict", c.ok("env", "show", "strict"), "isolation: none (requires container)", "below the minimum container")
+	if _, msg := c.fail("lease", "acquire", "strict", "--company", "acme"); !strings.Contains(msg, "requireIsolation") {
+		t.Errorf("lease acquire of strict: %s", msg)
+	}
 }
