@@ -6,6 +6,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -141,14 +142,15 @@ func (a *Assignments) boundElsewhere(ctx context.Context, envID string, bs []*Bi
 // environment, the instance settings (CFG-9, gate.admit). A refusal wraps
 // errcode.ErrDenied, or drivers.ErrUnavailable with
 // instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly (a
-// host driver). A driver that is not registered passes here; the lease
+// host driver), or the reason isolation_below_minimum (cfg declares less
+// isolation than the instance's minimumIsolation). A driver that is not registered passes here; the lease
 // layer refuses it. It never calls a provider.
-func (a *Assignments) admitDraft(ctx context.Context, p authz.Principal, driver, company string) error {
+func (a *Assignments) admitDraft(ctx context.Context, p authz.Principal, driver, company string, cfg config.Config) error {
 	if err := a.authorize(ctx, p, authz.ActionProbe, authz.Resource{Kind: authz.ResourceKindEnvironment, Driver: driver, Company: company}); err != nil {
 		return err
 	}
 	d, _ := a.reg.Lookup(driver)
-	if err := a.gate.admit(ctx, d); err != nil {
+	if err := a.gate.admit(ctx, d, cfg); err != nil {
 		return fmt.Errorf("environment: draft of driver %q: %w", driver, err)
 	}
 	return nil

@@ -189,6 +189,9 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 		return nil, &Error{Environment: label, Field: field, Err: errcode.ErrInvalid,
 			Reason: "a new environment cannot point at a stored secret; paste the secret value (CFG-3)"}
 	}
+	if err := checkIsolation(label, req.RequireIsolation); err != nil {
+		return nil, err
+	}
 	id := c.newID()
 	moved, err := c.moveSecrets(ctx, label, id, schema, cfg, nil)
 	if err != nil {
@@ -199,7 +202,7 @@ func (c *Catalog) create(ctx context.Context, p authz.Principal, req CreateReque
 		ID: id, Name: req.Name, Description: req.Description, Driver: req.Driver,
 		Status: StatusActive, Config: cfg, Env: req.Env, Metadata: req.Metadata,
 		Revision: 1, CreatedAt: now, UpdatedAt: now, CreatedBy: p.ID, UpdatedBy: p.ID,
-		Pool: clonePool(req.Pool),
+		Pool: clonePool(req.Pool), RequireIsolation: req.RequireIsolation,
 	}
 	env = cloneEnvironment(env)
 	if err := c.store.CreateEnvironment(ctx, env, exclusive); err != nil {

@@ -163,7 +163,12 @@
 // capability refuse the environment with an *Error, and so do the
 // instance settings (CFG-9) while they disable environments or, for a host
 // driver, allow managed sandboxes only (wrapping
-// instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly).
+// instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly), or
+// while the driver declares for the config less isolation
+// (drivers.IsolationOf) than the higher of the settings' MinimumIsolation
+// and the environment's RequireIsolation (the reason
+// isolation_below_minimum, naming the target, its level and the minimum;
+// drafts against the settings' minimum).
 // Provider health
 // (drivers.HealthChecker) is measured by Catalog.RefreshHealth (an
 // operator's refresh, and every probe before it gates) and by

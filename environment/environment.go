@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 )
@@ -48,6 +49,15 @@ type Environment struct {
 	// Pool is the warm pool setting (a knob: no identity, no qualification
 	// effect), nil for none. See Pool.
 	Pool *Pool `json:"pool,omitempty"`
+	// RequireIsolation is the least isolation this environment's target
+	// must declare (drivers.IsolationOf on its config) to be acquired,
+	// probed or resolved, for every principal; the instance settings'
+	// MinimumIsolation applies as well, and the higher of the two is the
+	// minimum. A target below it is refused before anything is allocated,
+	// with the reason isolation_below_minimum. drivers.IsolationNone, the
+	// zero value, requires nothing. A policy, not identity: changing it
+	// keeps the qualification.
+	RequireIsolation drivers.Isolation `json:"requireIsolation,omitempty"`
 }
 
 // Drift says whether the active template applies to the environment's

@@ -157,7 +157,7 @@ func (a *Assignments) LeaseTarget(ctx context.Context, p authz.Principal, scope 
 }
 
 func (a *Assignments) AdmitDraft(ctx context.Context, p authz.Principal, driver, company string) error {
-	return a.admitDraft(ctx, p, driver, company)
+	return a.admitDraft(ctx, p, driver, company, nil)
 }
 
 func (a *Assignments) Authorize(ctx context.Context, p authz.Principal, act authz.Action, r authz.Resource) error {
@@ -170,6 +170,6 @@ func (e *Environment) AppliedTemplate(d drivers.Driver) *ActiveTemplate { return
 
 func (g *gate) DriverStatus(name string) error { return g.driverStatus(name) }
 
-func (g *gate) Admit(ctx context.Context, d drivers.Driver) error { return g.admit(ctx, d) }
+func (g *gate) Admit(ctx context.Context, d drivers.Driver) error { return g.admit(ctx, d, nil) }
 
 func (ref BindingRef) ID() string { return ref.id() }

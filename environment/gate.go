@@ -22,6 +22,9 @@ import (
 // disable environments (instance.ErrEnvironmentsDisabled), a host driver's
 // while they allow managed sandboxes only (instance.ErrManagedSandboxOnly,
 // the reason managed_sandbox_only; both also wrap drivers.ErrUnavailable),
+// one whose driver declares less isolation for its config than the
+// minimum in force (the instance's MinimumIsolation or the environment's
+// RequireIsolation, the higher: the reason isolation_below_minimum),
 // and an environment that is archived, whose driver is not
 // registered, is a test driver outside test mode or reports itself
 // unavailable (drivers.Available), whose provider endpoint was last
@@ -126,6 +129,9 @@ func (g *gate) check(ctx context.Context, env *Environment, required drivers.Set
 	if aerr := set.Admit(d.Name(), d.Capabilities().Kind == drivers.KindHost); aerr != nil {
 		return refuse(fmt.Errorf("%w: %w", aerr, drivers.ErrUnavailable), "%v", aerr)
 	}
+	if short, ierr := isolationRefusal(set, "Environment "+labelOf(env), d, env.Config, env.RequireIsolation); ierr != nil {
+		return refuse(ierr, "%s", short)
+	}
 	h, measured, err := g.lastHealth(ctx, d, env.Config)
 	if err != nil {
 		return nil, 0, fmt.Errorf("environment %s: reading provider health: %w", labelOf(env), err)
@@ -170,11 +176,13 @@ func (g *gate) driverStatus(name string) error {
 // driver d become working targets, else an error wrapping
 // drivers.ErrUnavailable and instance.ErrEnvironmentsDisabled (d may be nil
 // to ask only that) or instance.ErrManagedSandboxOnly (d is a host
-// driver). It is the part of check that depends on no environment, for
-// what has none (draft probes and draft leases). It reads the settings
+// driver), or with the reason isolation_below_minimum when d declares for
+// cfg less isolation than the settings' MinimumIsolation
+// (isolationRefusal). It is the part of check that depends on no saved
+// environment, for what has none (draft probes and draft leases). It reads the settings
 // through options.Settings and calls no provider; a failing read is
 // returned, never taken as "enabled".
-func (g *gate) admit(ctx context.Context, d drivers.Driver) error {
+func (g *gate) admit(ctx context.Context, d drivers.Driver, cfg config.Config) error {
 	set, err := g.instanceSettings(ctx)
 	if err != nil {
 		return fmt.Errorf("environment: %w", err)
@@ -185,6 +193,10 @@ func (g *gate) admit(ctx context.Context, d drivers.Driver) error {
 	}
 	if err := set.Admit(name, host); err != nil {
 		return fmt.Errorf("%w: %w", err, drivers.ErrUnavailable)
+	}
+	if d != nil {
+		_, ierr := isolationRefusal(set, "A draft of driver "+name, d, cfg, drivers.IsolationNone)
+		return ierr
 	}
 	return nil
 }

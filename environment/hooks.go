@@ -48,8 +48,8 @@ func init() {
 		}
 		return t.Environment, t.Company, nil
 	}
-	envhook.AdmitDraft = func(asg any, ctx context.Context, p authz.Principal, driver, company string) error {
-		return asg.(*Assignments).admitDraft(ctx, p, driver, company)
+	envhook.AdmitDraft = func(asg any, ctx context.Context, p authz.Principal, driver, company string, cfg map[string]any) error {
+		return asg.(*Assignments).admitDraft(ctx, p, driver, company, cfg)
 	}
 	envhook.Draft = func(cat any, ctx context.Context, p authz.Principal, driver string, cfg map[string]any) (drivers.Driver, config.Config, error) {
 		return cat.(*Catalog).draft(ctx, p, CreateRequest{Name: "draft", Driver: driver, Config: cfg})
@@ -60,8 +60,8 @@ func init() {
 	envhook.Check = func(g any, ctx context.Context, env any, required drivers.Set) (drivers.Driver, drivers.Set, error) {
 		return g.(*gate).check(ctx, env.(*Environment), required)
 	}
-	envhook.Admit = func(g any, ctx context.Context, d drivers.Driver) error {
-		return g.(*gate).admit(ctx, d)
+	envhook.Admit = func(g any, ctx context.Context, d drivers.Driver, cfg map[string]any) error {
+		return g.(*gate).admit(ctx, d, cfg)
 	}
 	envhook.SourceFingerprint = func(env any, d drivers.Driver) string {
 		return env.(*Environment).sourceFingerprint(d)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -38,6 +39,9 @@ type CreateRequest struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// Pool is the warm pool setting, nil for none (see Pool).
 	Pool *Pool `json:"pool,omitempty"`
+	// RequireIsolation is the least isolation the target must declare
+	// (Environment.RequireIsolation); default none, no requirement.
+	RequireIsolation drivers.Isolation `json:"requireIsolation,omitempty"`
 }
 
 // String returns `create environment "NAME" (driver D)`: no config, no env
@@ -74,6 +78,9 @@ type UpdateRequest struct {
 	// removes the pool. It is a knob (no identity, no qualification
 	// effect).
 	Pool *Pool `json:"pool,omitempty"`
+	// RequireIsolation, if not nil, replaces the isolation the target
+	// must declare (Environment.RequireIsolation); none removes it.
+	RequireIsolation *drivers.Isolation `json:"requireIsolation,omitempty"`
 }
 
 // String returns "update environment at revision N": no values.
@@ -123,8 +130,8 @@ func DecodeUpdateRequest(data []byte) (UpdateRequest, error) {
 }
 
 var (
-	createFields = []string{"name", "description", "driver", "config", "env", "metadata", "pool"}
-	updateFields = []string{"baseRevision", "name", "description", "config", "env", "metadata", "pool"}
+	createFields = []string{"name", "description", "driver", "config", "env", "metadata", "pool", "requireIsolation"}
+	updateFields = []string{"baseRevision", "name", "description", "config", "env", "metadata", "pool", "requireIsolation"}
 )
 
 // decodeStrict decodes one JSON object into v. The top level is read first

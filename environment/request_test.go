@@ -47,6 +47,11 @@ func TestDecodeCreateRequest(t *testing.T) {
 		{"reserved platformQualification any case", `{"name":"a","PlatformQualification":{}}`, []string{`field "PlatformQualification"`, "reserved"}},
 		{"reserved metadata prefix", `{"name":"a","metadata":{"berth.qualifiedAt":"now"}}`, []string{`field "metadata.berth.qualifiedAt"`, "reserved"}},
 		{"reserved metadata key", `{"name":"a","metadata":{"platformQualification":"{}"}}`, []string{`field "metadata.platformQualification"`, "reserved"}},
+		// Issue 56: the declared level is the driver's, the measured one a probe's.
+		{"reserved isolation", `{"name":"a","isolation":"gvisor"}`, []string{`field "isolation"`, "reserved"}},
+		{"reserved measuredIsolation", `{"name":"a","measuredIsolation":"gvisor"}`, []string{`field "measuredIsolation"`, "reserved"}},
+		{"reserved isolation metadata", `{"name":"a","metadata":{"measured_isolation":"gvisor"}}`, []string{`field "metadata.measured_isolation"`, "reserved"}},
+		{"requireIsolation not a level", `{"name":"a","requireIsolation":"vm"}`, []string{`isolation level "vm"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,9 @@ var reservedFields = []string{
 	"platform", "platformMeasurement", "platformMeasurements",
 	"fingerprint", "configFingerprint", "imageIdentity", "template", "activeTemplate",
 	"leases", "secrets",
+	// The declared level is the driver's (View.Isolation), the measured
+	// one a probe's (issue 56).
+	"isolation", "measuredIsolation", "isolationEvidence",
 }
 
 // reservedFieldsCopy returns the payload fields that belong to the server
@@ -36,6 +39,7 @@ func reservedFieldsCopy() []string { return slices.Clone(reservedFields) }
 var reservedMetadataStems = []string{
 	"platform", "platformmeasurement", "platformmeasurements",
 	"fingerprint", "configfingerprint", "imageidentity",
+	"isolation", "measuredisolation",
 }
 
 // isReservedMetadataKey reports whether a metadata key belongs to the

@@ -79,6 +79,12 @@ func (c *Catalog) update(ctx context.Context, p authz.Principal, cur *Environmen
 		}
 		next.Pool = clonePool(req.Pool)
 	}
+	if req.RequireIsolation != nil {
+		if err := checkIsolation(label, *req.RequireIsolation); err != nil {
+			return nil, err
+		}
+		next.RequireIsolation = *req.RequireIsolation
+	}
 	var created, superseded []config.SecretRef
 	if req.Config != nil {
 		if err := checkReservedConfig(label, schema, req.Config); err != nil {

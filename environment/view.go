@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 )
 
@@ -50,10 +51,14 @@ func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*V
 	if d, err := c.reg.Lookup(env.Driver); err == nil && v.Unavailable == "" {
 		// CFG-9: the instance settings' refusal (a cached read); the
 		// record itself stays readable.
-		aerr := c.gate.admit(ctx, d)
+		aerr := c.gate.admit(ctx, d, env.Config)
 		switch {
-		case errors.Is(aerr, instance.ErrEnvironmentsDisabled), errors.Is(aerr, instance.ErrManagedSandboxOnly):
+		case errors.Is(aerr, instance.ErrEnvironmentsDisabled), errors.Is(aerr, instance.ErrManagedSandboxOnly),
+			errcode.ReasonOf(aerr) == reasonIsolationBelowMinimum:
 			v.Unavailable = aerr.Error()
+		case aerr == nil && drivers.IsolationOf(d, env.Config) < env.RequireIsolation:
+			short, _ := isolationRefusal(instance.Settings{}, "", d, env.Config, env.RequireIsolation)
+			v.Unavailable = short
 		case aerr != nil:
 			return nil, fmt.Errorf("environment %s: %w", labelOf(env), aerr)
 		}
@@ -84,7 +89,7 @@ func (c *Catalog) view(env *Environment, full bool) *View {
 			ID: env.ID, Name: env.Name, Description: env.Description, Driver: env.Driver,
 			Status: env.Status, Revision: env.Revision, CreatedAt: env.CreatedAt, UpdatedAt: env.UpdatedAt,
 			CreatedBy: env.CreatedBy, UpdatedBy: env.UpdatedBy,
-			Pool: clonePool(env.Pool),
+			Pool: clonePool(env.Pool), RequireIsolation: env.RequireIsolation,
 		},
 		Redacted: !full,
 	}

@@ -1,6 +1,9 @@
 // Package instance holds the instance settings of CFG-9: whether
 // environments can be working targets at all (EnableEnvironments),
-// whether only managed sandboxes can (ManagedSandboxOnly), and the lease
+// whether only managed sandboxes can (ManagedSandboxOnly), the least
+// isolation every target's driver must declare (MinimumIsolation, which
+// the environment gate enforces with the reason isolation_below_minimum),
+// and the lease
 // quotas every lease manager of the instance enforces (QuotaPerCompany,
 // QuotaPerCompanyEnvironment, with lease.Options.Quotas), kept in the store
 // and changed only by instance admins.

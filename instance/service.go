@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/instancehook"
 )
@@ -132,13 +133,15 @@ func (s *Service) Update(ctx context.Context, p authz.Principal, revision int64,
 			return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompany\": %d is negative (0 sets no limit): %w", next.QuotaPerCompany, errcode.ErrInvalid)
 		case next.QuotaPerCompanyEnvironment < 0:
 			return Settings{}, fmt.Errorf("instance: settings update: field \"quotaPerCompanyEnvironment\": %d is negative (0 sets no limit): %w", next.QuotaPerCompanyEnvironment, errcode.ErrInvalid)
+		case next.MinimumIsolation > drivers.IsolationMicroVM:
+			return Settings{}, fmt.Errorf("instance: settings update: field \"minimumIsolation\": %s is no isolation level (none, container, gvisor, microvm): %w", next.MinimumIsolation, errcode.ErrInvalid)
 		}
 		next.Revision, next.UpdatedAt, next.UpdatedBy = cur.Revision+1, s.clock.Now().UTC(), p.ID
 		if err = s.st.PutSettings(ctx, next); err == nil {
 			s.cache.offer(next)
 			s.log.LogAttrs(ctx, slog.LevelInfo, "instance settings updated",
 				slog.Bool("enableEnvironments", next.EnableEnvironments), slog.Bool("enableManagedSandboxOnly", next.ManagedSandboxOnly),
-				slog.Int("quotaPerCompany", next.QuotaPerCompany), slog.Int("quotaPerCompanyEnvironment", next.QuotaPerCompanyEnvironment),
+				slog.String("minimumIsolation", next.MinimumIsolation.String()), slog.Int("quotaPerCompany", next.QuotaPerCompany), slog.Int("quotaPerCompanyEnvironment", next.QuotaPerCompanyEnvironment),
 				slog.Int64("revision", next.Revision), slog.String("actor", p.ID), slog.String("role", string(p.Role)))
 			return next, nil
 		}

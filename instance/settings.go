@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 )
 
@@ -24,6 +25,17 @@ type Settings struct {
 	// (ErrManagedSandboxOnly); saved host environments stay readable.
 	// When no record was ever written it is false (Defaults).
 	ManagedSandboxOnly bool `json:"enableManagedSandboxOnly"`
+	// MinimumIsolation is the least isolation a target's driver must
+	// declare for its config (drivers.IsolationOf) to be a working target,
+	// for every principal: an acquisition, resolution or probe of a
+	// target below it is refused before anything is allocated, with the
+	// reason isolation_below_minimum naming the target, its level and the
+	// minimum. An environment's RequireIsolation can raise it for that
+	// environment, never lower it. When never set it is
+	// drivers.IsolationNone, no minimum (Defaults); "container" also
+	// refuses host drivers, as ManagedSandboxOnly does (with its own
+	// reason, managed_sandbox_only, which keeps working).
+	MinimumIsolation drivers.Isolation `json:"minimumIsolation"`
 	// QuotaPerCompany limits the live leases of one company over every
 	// environment (lease.Quotas.PerCompany); 0 sets no limit. Every
 	// lease manager of the instance (berth.New wires it; envctl and every

@@ -31,7 +31,7 @@ func (m *Manager) target(ctx context.Context, p authz.Principal, req *AcquireReq
 		// too (CFG-9).
 		var err error
 		if m.asg != nil {
-			err = envhook.AdmitDraft(m.asg, ctx, p, req.draft.driver, req.Company)
+			err = envhook.AdmitDraft(m.asg, ctx, p, req.draft.driver, req.Company, req.draft.config)
 		} else {
 			err = m.authorize(ctx, p, authz.ActionProbe, r)
 		}

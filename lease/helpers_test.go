@@ -184,7 +184,7 @@ func (w *world) save(env *environment.Environment) {
 	defer w.saveMu.Unlock()
 	ctx := context.Background()
 	cur, err := w.envs.GetEnvironment(ctx, env.ID)
-	if err == nil && cur.Status == env.Status && cur.Driver == env.Driver && reflect.DeepEqual(cur.Config, env.Config) && reflect.DeepEqual(cur.Pool, env.Pool) {
+	if err == nil && cur.Status == env.Status && cur.Driver == env.Driver && reflect.DeepEqual(cur.Config, env.Config) && reflect.DeepEqual(cur.Pool, env.Pool) && cur.RequireIsolation == env.RequireIsolation {
 		return
 	}
 	if errors.Is(err, errcode.ErrNotFound) {

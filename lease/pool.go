@@ -223,12 +223,15 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 		if err != nil {
 			return fmt.Errorf("lease: pool of environment %s: reading the instance settings: %w", env.ID, err)
 		}
-		host := false
+		host, declared := false, drivers.IsolationNone
 		if d, err := m.reg.Lookup(env.Driver); err == nil {
-			host = d.Capabilities().Kind == drivers.KindHost
+			host, declared = d.Capabilities().Kind == drivers.KindHost, drivers.IsolationOf(d, env.Config)
 		}
 		if s.Admit(env.Driver, host) != nil {
 			return nil // no member while the settings refuse the target (CFG-9)
+		}
+		if declared < s.MinimumIsolation || declared < env.RequireIsolation {
+			return nil // nor while it isolates less than the minimum (isolation_below_minimum)
 		}
 	}
 	req := AcquireRequest{Company: authz.InstanceCompany, EnvironmentID: env.ID, Policy: Ephemeral}

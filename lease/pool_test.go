@@ -545,6 +545,22 @@ func TestPoolRefillHonoursInstanceSettings(t *testing.T) {
 		t.Fatalf("refill with environments disabled: %+v, members %v; want none", rep, w.pooled())
 	}
 	setSettings(t, svc, true, false)
+	// Issue 56: nor while the fake (isolation none) is below the minimum.
+	if _, err := svc.Update(context.Background(), op, instance.AnyRevision, func(c *instance.Settings) error {
+		c.MinimumIsolation = drivers.IsolationContainer
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := w.maintain(w.m); rep.Created != 0 || len(w.pooled()) != 0 {
+		t.Fatalf("refill below the minimum isolation: %+v, members %v; want none", rep, w.pooled())
+	}
+	if _, err := svc.Update(context.Background(), op, instance.AnyRevision, func(c *instance.Settings) error {
+		c.MinimumIsolation = drivers.IsolationNone
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if rep := w.maintain(w.m); rep.Created != 2 || len(w.pooled()) != 2 {
 		t.Errorf("refill once enabled: %+v, members %v; want 2", rep, w.pooled())
 	}

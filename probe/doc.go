@@ -26,7 +26,13 @@
 //     (ActionProbe, PRB-7), allocates a fresh ephemeral lease through
 //     lease.Manager (never a reused one), runs
 //     qualify.DetectScript in one Exec and parses it with
-//     qualify.ParseDetection, reads the live image identity through
+//     qualify.ParseDetection, measures the isolation a task inside the
+//     sandbox sees (stage isolation: internal/isolation, the conformance
+//     suite's measurement, against the kernel release of the machine the
+//     sandbox runs on, which the sandbox reports through an unexported
+//     EngineKernel method: Docker's engine KernelVersion; a level below
+//     the driver's declaration fails with "isolation_mismatch"), reads
+//     the live image identity through
 //     drivers.SandboxAs[drivers.ImageReporter] on the live sandbox
 //     (narrowed by drivers.Narrowing for its driver), releases the lease
 //     with Destroy and confirms the cleanup, then evaluates the

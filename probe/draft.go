@@ -47,7 +47,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		return nil, fmt.Errorf("probe: a draft probe needs a driver name: %w", errcode.ErrInvalid)
 	}
 	// CFG-9: with environments disabled nothing is probed or measured.
-	if err := envhook.Admit(p.gate, ctx, nil); err != nil {
+	if err := envhook.Admit(p.gate, ctx, nil, nil); err != nil {
 		return nil, fmt.Errorf("probe: draft of driver %q: %w", driver, err)
 	}
 	r := p.newRun(driver, req.Progress)
@@ -82,7 +82,7 @@ func (p *Prober) ProbeDraft(ctx context.Context, pr authz.Principal, driver stri
 		drv, cfg = d, c
 		r.res.Target = targetOf(d, c)
 		// CFG-9, CAP-3: a host driver under managed-sandbox-only.
-		if err := envhook.Admit(p.gate, ctx, d); err != nil {
+		if err := envhook.Admit(p.gate, ctx, d, c); err != nil {
 			return "", "", err
 		}
 		if err := drivers.Available(d); err != nil {

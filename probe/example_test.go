@@ -48,6 +48,7 @@ func ExampleProber_Probe() {
 	// resolve true
 	// acquire true
 	// detect true
+	// isolation true
 	// image true
 	// release true
 	// qualify true

@@ -99,7 +99,7 @@ func (t stageTimeouts) of(n string, cleanup time.Duration) time.Duration {
 		return pick(t.Resolve, defaultResolveTimeout)
 	case stageAcquire:
 		return pick(t.Acquire, defaultAcquireTimeout)
-	case stageDetect:
+	case stageDetect, stageIsolation:
 		return pick(t.Detect, defaultDetectTimeout)
 	case stageImage:
 		return pick(t.Image, defaultImageTimeout)
@@ -349,6 +349,9 @@ func codeOf(err error) string {
 		return reason.ManagedSandboxOnly
 	case errors.Is(err, instance.ErrEnvironmentsDisabled):
 		return reason.EnvironmentsDisabled
+	}
+	if r := errcode.ReasonOf(err); r == reason.IsolationBelowMinimum || r == reason.IsolationMismatch {
+		return r
 	}
 	return reason.Of(err)
 }

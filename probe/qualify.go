@@ -67,8 +67,9 @@ func subjectOf(d drivers.Driver, env *environment.Environment, company string) (
 		Fingerprint: qualify.Fingerprint(qualify.FingerprintInput{
 			Driver: d.Name(), Target: target, Secrets: secrets, Image: image, Template: template,
 		}),
-		Image:    ref,
-		Template: template,
+		Image:     ref,
+		Template:  template,
+		Isolation: drivers.IsolationOf(d, env.Config).String(),
 	}
 	return subj, imgProblem
 }

@@ -27,6 +27,9 @@ const (
 	// (Request.Runner, PRP-8), starts berth's runner in the sandbox under a
 	// probe identity and takes its hello's platform and version.
 	stageRunner = "runner"
+	// stageIsolation measures the isolation a task inside the sandbox
+	// sees (sandbox drivers; internal/isolation).
+	stageIsolation = "isolation"
 	// stageImage reads the live image identity (sandbox drivers).
 	stageImage = "image"
 	// stageRelease releases the lease with Destroy and confirms cleanup.
@@ -42,7 +45,8 @@ type Stage struct {
 	// draft, and its driver), "acquire" (open the host session or allocate
 	// the fresh sandbox), "detect" (the detection script's one Exec) or
 	// "runner" (a runner-based probe, Request.Runner: berth's runner's
-	// hello), "image" (the live image identity; sandbox drivers),
+	// hello), "isolation" (the isolation a task inside the sandbox sees;
+	// sandbox drivers), "image" (the live image identity; sandbox drivers),
 	// "release" (destroy and confirm cleanup), "qualify" (evaluate and
 	// record the qualification; saved sandbox environments), in this
 	// order; a stage that does not apply to the target is left out.
@@ -129,6 +133,20 @@ type Result struct {
 	Cwd      string `json:"cwd,omitempty"`
 	// Platform is the measured platform; zero when not measured.
 	Platform qualification.Platform `json:"platform,omitzero"`
+	// Isolation is the level the probe measured inside the target
+	// (drivers.Isolation's names: "none" for a host target, "container",
+	// "gvisor", "microvm"); "" when it was not measured. For a sandbox it
+	// is what a task sees: a kernel release equal to the engine's
+	// (container), one that differs with /proc/version or the kernel log
+	// naming gVisor (gvisor). A level below what the driver declares for
+	// the config fails the probe with "isolation_mismatch". A qualification
+	// records it (qualification.Record.Isolation); it is server-owned
+	// (CFG-5).
+	Isolation string `json:"isolation,omitempty"`
+	// IsolationEvidence says what the measurement saw: the task's kernel
+	// release, the engine's, /proc/version and whether the kernel log names
+	// gVisor; "" when not measured.
+	IsolationEvidence string `json:"isolationEvidence,omitempty"`
 	// Forwarding is what a host target's server forwards for the runner's
 	// ingress, measured by opening and closing a remote forward (nothing
 	// uploaded): "unix", "tcp" (a port on its loopback only) or "none";

@@ -6,6 +6,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/qualify"
@@ -44,7 +45,7 @@ func (p *Prober) runnerSet() (*drivers.RunnerSet, error) {
 // it gets); its token lives at most two minutes (a probe token's limit) and the release
 // that follows ends the lease (the lease hook finds no task to stop and
 // closes the ingress).
-func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run, drv drivers.Driver, h *lease.Handle) {
+func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run, drv drivers.Driver, cfg config.Config, h *lease.Handle) {
 	ok := r.stage(ctx, stageRunner, func(ctx context.Context) (string, string, error) {
 		att, err := p.o.runner.controller.Attach(ctx, pr, h, controller.AttachRequest{Scope: prp.ScopeProbe})
 		if err != nil {
@@ -61,6 +62,7 @@ func (p *Prober) measureByRunner(ctx context.Context, pr authz.Principal, r *run
 	if !ok {
 		return
 	}
+	p.measureIsolation(ctx, r, drv, cfg, h)
 	p.measureImage(ctx, r, drv, h)
 }
 

@@ -55,7 +55,7 @@ func TestARunnerProbeTakesItsEvidenceFromTheHello(t *testing.T) {
 	if !res.OK {
 		t.Fatalf("runner probe failed: %s", res.Summary)
 	}
-	want := []string{stageResolve, stageAcquire, stageRunner, stageImage, stageRelease, stageQualify}
+	want := []string{stageResolve, stageAcquire, stageRunner, stageIsolation, stageImage, stageRelease, stageQualify}
 	if got := stageNames(res); strings.Join(names(got), ",") != strings.Join(names(want), ",") {
 		t.Errorf("stages %v, want %v", got, want)
 	}

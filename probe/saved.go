@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
@@ -53,7 +54,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		return nil, fmt.Errorf("probe: environment %s: a company is required (the lease and qualification are company-bound): %w", envID, errcode.ErrInvalid)
 	}
 	// CFG-9: with environments disabled nothing is probed or measured.
-	if err := envhook.Admit(p.gate, ctx, nil); err != nil {
+	if err := envhook.Admit(p.gate, ctx, nil, nil); err != nil {
 		return nil, fmt.Errorf("probe: environment %s (%q): %w", v.ID, v.Name, err)
 	}
 	r := p.newRun(v.Driver, opts.Progress)
@@ -84,7 +85,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		r.res.Target = targetOf(d, e.Config)
 		// CFG-9, CAP-3: a host driver under managed-sandbox-only is
 		// refused before its provider is measured.
-		if err := envhook.Admit(p.gate, ctx, d); err != nil {
+		if err := envhook.Admit(p.gate, ctx, d, e.Config); err != nil {
 			return "", "", err
 		}
 		// CAP-3: measure the provider first (stored for every reader),
@@ -181,6 +182,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 			r.skip(stageDetect)
 		}
 		if drv != nil && drv.Capabilities().Kind == drivers.KindSandbox {
+			r.skip(stageIsolation)
 			r.skip(stageImage)
 		}
 		r.skip(stageRelease)
@@ -188,9 +190,9 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 	}
 	switch {
 	case ok && opts.Runner:
-		p.measureByRunner(ctx, pr, r, drv, h)
+		p.measureByRunner(ctx, pr, r, drv, env.Config, h)
 	case ok:
-		p.measure(ctx, r, drv, h)
+		p.measure(ctx, r, drv, env.Config, h)
 	}
 	// The release runs even after the probe's context ended, on its own
 	// deadline (options.cleanupTimeout).
@@ -232,7 +234,7 @@ func (p *Prober) probeSaved(ctx context.Context, pr authz.Principal, r *run, env
 }
 
 // measure runs the detect stage, and the image stage for sandbox drivers.
-func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lease.Handle) {
+func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, cfg config.Config, h *lease.Handle) {
 	r.stage(ctx, stageDetect, func(ctx context.Context) (string, string, error) {
 		res, err := h.Exec(ctx, lease.Command{Argv: qualify.DetectArgv(), OutputLimit: defaultOutputLimit})
 		if err != nil {
@@ -295,6 +297,7 @@ func (p *Prober) measure(ctx context.Context, r *run, drv drivers.Driver, h *lea
 		}
 		return note, "", nil
 	})
+	p.measureIsolation(ctx, r, drv, cfg, h)
 	p.measureImage(ctx, r, drv, h)
 }
 
@@ -370,6 +373,7 @@ func (p *Prober) evaluate(r *run, drv drivers.Driver, env *environment.Environme
 		CleanupConfirmed: r.res.Cleanup != nil && r.res.Cleanup.Confirmed,
 		LeaseID:          r.res.LeaseID,
 		At:               p.o.clock.Now(),
+		Isolation:        r.res.Isolation,
 	}
 	rec, diag := qualify.Evaluate(subj, ev)
 	if diag.Code == qualify.ImageNotPinned && imgProblem != "" {

@@ -43,7 +43,7 @@ func TestPinnedImageRecordsQualification(t *testing.T) {
 	if !res.PlatformQualificationRecorded || diagCode(res) != qualify.Recorded {
 		t.Fatalf("not recorded: %+v", res.QualificationDiagnostic)
 	}
-	want := []string{stageResolve, stageAcquire, stageDetect, stageImage, stageRelease, stageQualify}
+	want := []string{stageResolve, stageAcquire, stageDetect, stageIsolation, stageImage, stageRelease, stageQualify}
 	if diff := cmp.Diff(want, stageNames(res)); diff != "" {
 		t.Errorf("stages (-want +got):\n%s", diff)
 	}

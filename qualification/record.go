@@ -32,6 +32,12 @@ type Record struct {
 	// Template is the active captured template identity, "" for none.
 	Template string   `json:"template,omitempty"`
 	Platform Platform `json:"platform"`
+	// Isolation is the level the probe measured inside the sandbox
+	// ("none", "container", "gvisor", "microvm"; drivers.Isolation's
+	// names), "" for a record made before the probe measured it. A record
+	// whose level is below what the target declares now does not apply
+	// (an image qualified under runc is not qualified under runsc).
+	Isolation string `json:"isolation,omitempty"`
 	// LeaseID is the probe lease id: private, never shown in a View.
 	LeaseID    string    `json:"leaseId"`
 	RecordedAt time.Time `json:"recordedAt"`

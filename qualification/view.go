@@ -13,6 +13,10 @@ type View struct {
 	// Platform and RecordedAt are set only when Qualified.
 	Platform   *Platform  `json:"platform,omitempty"`
 	RecordedAt *time.Time `json:"recordedAt,omitempty"`
+	// Isolation is the level the qualifying probe measured inside the
+	// sandbox (Record.Isolation); set only when Qualified, and "" for a
+	// record made before the probe measured it.
+	Isolation string `json:"isolation,omitempty"`
 	// InvalidatedAt is set only when the record applies to the current
 	// subject but a later probe found its identity gone ("invalidated").
 	InvalidatedAt *time.Time `json:"invalidatedAt,omitempty"`

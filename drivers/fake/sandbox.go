@@ -461,3 +461,10 @@ func (l *tailLog) Write(p []byte) (int, error) {
 func (d *Driver) RunnerArch(ctx context.Context, cfg config.Config) (string, error) {
 	return runtime.GOARCH, nil
 }
+
+// EngineKernel returns the kernel release of the machine the sandbox runs
+// on, as the probe's isolation measurement asks a sandbox for it: the
+// platform's (what the built-in uname -r prints), since the fake's
+// sandboxes share this process's "kernel". A handler that answers uname
+// otherwise shows a kernel of the sandbox's own.
+func (s *sandbox) EngineKernel(context.Context) (string, error) { return s.d.platform.kernel, nil }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 )
@@ -188,20 +189,28 @@ func testEnvActiveTemplate(t *testing.T, s environment.Store) {
 }
 
 // The warm pool setting (issue 31) round-trips on create, update and list,
-// its max age exact to the nanosecond, and is cleared by an update.
+// its max age exact to the nanosecond, and is cleared by an update; so
+// does the required isolation (issue 56).
 func testEnvPool(t *testing.T, s environment.Store) {
 	ctx := context.Background()
 	e := sampleEnv("env-1", "alpha", "ssh")
 	e.Pool = &environment.Pool{Size: 3, MaxAge: 90*time.Minute + 7, Runner: true}
+	e.RequireIsolation = drivers.IsolationGVisor
 	mustCreate(t, s, e, false)
 	diff(t, "pool after create", e.Pool, mustGet(t, s, "env-1").Pool)
+	if got := mustGet(t, s, "env-1").RequireIsolation; got != drivers.IsolationGVisor {
+		t.Errorf("requireIsolation after create = %s, want gvisor", got)
+	}
 	v2 := *e
-	v2.Pool, v2.Revision = &environment.Pool{Size: 1}, 2
+	v2.Pool, v2.Revision, v2.RequireIsolation = &environment.Pool{Size: 1}, 2, drivers.IsolationContainer
 	if err := s.UpdateEnvironment(ctx, &v2, 1); err != nil {
 		t.Fatalf("UpdateEnvironment changing the pool: %v", err)
 	}
 	got := mustGet(t, s, "env-1")
 	diff(t, "pool after update", v2.Pool, got.Pool)
+	if got.RequireIsolation != drivers.IsolationContainer {
+		t.Errorf("requireIsolation after update = %s, want container", got.RequireIsolation)
+	}
 	got.Pool.Size = 9
 	if again := mustGet(t, s, "env-1"); again.Pool.Size != 1 {
 		t.Errorf("changing a returned pool changed the stored one: %d", again.Pool.Size)

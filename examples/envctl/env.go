@@ -31,7 +31,9 @@ const envUsage = `usage: envctl env COMMAND [FLAGS]
 --config reads the driver config as a JSON object from FILE (or - for stdin).
 --json-body reads the whole request as one JSON object (the library's
 CreateRequest / UpdateRequest shape: name, description, driver, config, env,
-metadata; baseRevision for update), decoded strictly: unknown and reserved
+metadata, pool, requireIsolation (the least isolation the target must
+declare: none, container, gvisor, microvm); baseRevision for update),
+decoded strictly: unknown and reserved
 server-owned fields are refused by name. It excludes the other request flags.
 Secret fields (private keys, API keys) and each value of a secret map (the
 docker and daytona config.env) are moved into the secret store and never
@@ -321,6 +323,11 @@ func printView(g *globals, v *environment.View) error {
 	if v.Unavailable != "" {
 		fmt.Fprintf(w, "  unavailable: %s\n", v.Unavailable)
 	}
+	fmt.Fprintf(w, "  isolation: %s", v.Isolation)
+	if v.RequireIsolation != 0 {
+		fmt.Fprintf(w, " (requires %s)", v.RequireIsolation)
+	}
+	fmt.Fprintln(w)
 	if t := v.ActiveTemplate; t != nil {
 		fmt.Fprintf(w, "  active template: %s (%s), drift %s\n", t.ID, t.Identity, t.Drift)
 	}

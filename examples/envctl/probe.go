@@ -213,6 +213,9 @@ func printProbe(w io.Writer, res *probe.Result) {
 	if !res.Platform.IsZero() {
 		fmt.Fprintf(w, "  platform: %s\n", res.Platform)
 	}
+	if res.Isolation != "" {
+		fmt.Fprintf(w, "  isolation: %s (%s)\n", res.Isolation, res.IsolationEvidence)
+	}
 	if !res.ImageIdentity.IsZero() {
 		fmt.Fprintf(w, "  image: %s\n", res.ImageIdentity)
 	}

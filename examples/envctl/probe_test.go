@@ -32,16 +32,16 @@ func TestProbeCommands(t *testing.T) {
 			stages = append(stages, f[0])
 		}
 	}
-	if got := strings.Join(stages, " "); got != "resolve acquire detect image release qualify" {
+	if got := strings.Join(stages, " "); got != "resolve acquire detect isolation image release qualify" {
 		t.Errorf("progress stages = %q\n%s", got, progress)
 	}
 	wantContains(t, "probe output", out, "probe OK", "platform: linux/amd64", "libc=glibc", "image: "+c.fake.DefaultImageIdentity().String(),
-		"cleanup: confirmed=true", "platform qualification recorded: true")
+		"cleanup: confirmed=true", "platform qualification recorded: true", "isolation: container (")
 
 	var res probejson.Result
 	c.okJSON(&res, "probe", "pinned", "--company", "acme")
 	if !res.OK || !res.PlatformQualificationRecorded || res.Platform.OS != "linux" || res.Platform.Arch != "amd64" ||
-		res.Cleanup == nil || !res.Cleanup.Confirmed || len(res.Stages) != 6 {
+		res.Cleanup == nil || !res.Cleanup.Confirmed || len(res.Stages) != 7 || res.Isolation != "container" {
 		t.Errorf("probe --json: %+v", res)
 	}
 	for _, sb := range fakectl.Of(c.fake).Sandboxes() {

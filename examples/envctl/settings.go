@@ -7,19 +7,24 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/instance"
 )
 
 const settingsUsage = `usage:
   envctl settings show [--json]
   envctl settings set [--enable-environments=BOOL] [--managed-sandbox-only=BOOL]
-                      [--quota-per-company N] [--quota-per-company-env N] [--revision N] [--json]
+                      [--minimum-isolation LEVEL] [--quota-per-company N]
+                      [--quota-per-company-env N] [--revision N] [--json]
 
 The instance settings (CFG-9). With enableEnvironments off, no
 environment can be resolved, probed, leased or run (releases, sweeps and
 catalog reads and edits go on); with enableManagedSandboxOnly on, host drivers
 (local, ssh) are unavailable as targets (managed_sandbox_only) while their
-saved environments stay readable. --quota-per-company and
+saved environments stay readable. --minimum-isolation (none, container,
+gvisor, microvm) refuses, for every principal, a target whose driver declares
+less isolation (isolation_below_minimum): gvisor admits Docker with runtime
+runsc only. --quota-per-company and
 --quota-per-company-env are the lease quotas every process of the instance
 enforces (live leases of one company, and of one company on one
 environment; 0: no limit). Never written, environments are enabled, host
@@ -81,12 +86,21 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 	fs.BoolVar(&g.json, "json", g.json, "print JSON")
 	var enable, managed optBool
 	var perCompany, perEnv optInt
+	var minimum *drivers.Isolation
 	revision := instance.AnyRevision
 	switch args[0] {
 	case "show":
 	case "set":
 		fs.Var(&enable, "enable-environments", "let environments be working targets (true or false)")
 		fs.Var(&managed, "managed-sandbox-only", "allow managed sandboxes only, no host drivers (true or false)")
+		fs.Func("minimum-isolation", "the least isolation every target must declare: none, container, gvisor or microvm", func(s string) error {
+			var l drivers.Isolation
+			if err := l.UnmarshalText([]byte(s)); err != nil {
+				return err
+			}
+			minimum = &l
+			return nil
+		})
 		fs.Var(&perCompany, "quota-per-company", "live leases one company may hold (0: no limit)")
 		fs.Var(&perEnv, "quota-per-company-env", "live leases one company may hold on one environment (0: no limit)")
 		fs.Int64Var(&revision, "revision", instance.AnyRevision, "the revision the change is based on (default: whatever is stored)")
@@ -99,8 +113,8 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprint(g.stderr, settingsUsage)
 		return errUsage
 	}
-	if args[0] == "set" && enable.v == nil && managed.v == nil && perCompany.v == nil && perEnv.v == nil {
-		return fmt.Errorf("settings set: give --enable-environments, --managed-sandbox-only, --quota-per-company or --quota-per-company-env")
+	if args[0] == "set" && enable.v == nil && managed.v == nil && minimum == nil && perCompany.v == nil && perEnv.v == nil {
+		return fmt.Errorf("settings set: give --enable-environments, --managed-sandbox-only, --minimum-isolation, --quota-per-company or --quota-per-company-env")
 	}
 	sys, err := openSystem(ctx, g)
 	if err != nil {
@@ -118,6 +132,9 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 			if managed.v != nil {
 				c.ManagedSandboxOnly = *managed.v
 			}
+			if minimum != nil {
+				c.MinimumIsolation = *minimum
+			}
 			if perCompany.v != nil {
 				c.QuotaPerCompany = *perCompany.v
 			}
@@ -133,8 +150,8 @@ func runSettings(ctx context.Context, g *globals, args []string) error {
 	if g.json {
 		return writeJSON(g.stdout, s)
 	}
-	fmt.Fprintf(g.stdout, "enableEnvironments: %t\nenableManagedSandboxOnly: %t\nquotaPerCompany: %s\nquotaPerCompanyEnvironment: %s\n",
-		s.EnableEnvironments, s.ManagedSandboxOnly, quotaText(s.QuotaPerCompany), quotaText(s.QuotaPerCompanyEnvironment))
+	fmt.Fprintf(g.stdout, "enableEnvironments: %t\nenableManagedSandboxOnly: %t\nminimumIsolation: %s\nquotaPerCompany: %s\nquotaPerCompanyEnvironment: %s\n",
+		s.EnableEnvironments, s.ManagedSandboxOnly, s.MinimumIsolation, quotaText(s.QuotaPerCompany), quotaText(s.QuotaPerCompanyEnvironment))
 	if s.Revision == 0 {
 		fmt.Fprintln(g.stdout, "revision: 0 (never written: the defaults)")
 	} else {

@@ -82,4 +82,29 @@ func TestSettingsCommands(t *testing.T) {
 		t.Error("set with a negative quota did not fail")
 	}
 	wantContains(t, "help", c.ok("settings", "show"), "quotaPerCompany: 0 (no limit)", "quotaPerCompanyEnvironment: 3")
+
+	// The minimum isolation (issue 56): the fake declares none, so under
+	// gvisor its lease is refused naming the target, its level and the
+	// minimum; none lifts it.
+	wantContains(t, "minimum set", c.ok("settings", "set", "--minimum-isolation", "gvisor"), "minimumIsolation: gvisor")
+	if _, msg := c.fail("lease", "acquire", box, "--company", "acme"); !strings.Contains(msg, `"box"`) || !strings.Contains(msg, "isolation none") || !strings.Contains(msg, "minimum gvisor") {
+		t.Errorf("lease acquire below the minimum isolation: %s", msg)
+	}
+	if _, msg := c.fail("settings", "set", "--minimum-isolation", "vm"); msg == "" {
+		t.Error("set with a level that is none did not fail")
+	}
+	c.okJSON(&s, "settings", "set", "--minimum-isolation", "none")
+	if s.MinimumIsolation != 0 {
+		t.Errorf("after --minimum-isolation none: %+v", s)
+	}
+	c.ok("lease", "acquire", box, "--company", "acme")
+	// An environment's own requirement (--json-body's requireIsolation).
+	out, errOut, err := c.exec(`{"name": "strict", "driver": "fake", "requireIsolation": "container"}`, "--json", "env", "create", "--json-body", "-")
+	if err != nil {
+		t.Fatalf("env create strict: %v\n%s%s", err, out, errOut)
+	}
+	wantContains(t, "env show strict", c.ok("env", "show", "strict"), "isolation: none (requires container)", "below the minimum container")
+	if _, msg := c.fail("lease", "acquire", "strict", "--company", "acme"); !strings.Contains(msg, "requireIsolation") {
+		t.Errorf("lease acquire of strict: %s", msg)
+	}
 }

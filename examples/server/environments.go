@@ -116,6 +116,9 @@ type patchRequest struct {
 	Env         map[string]string `json:"env,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	Pool        *environment.Pool `json:"pool,omitempty"`
+	// RequireIsolation replaces the least isolation the target must
+	// declare ("none" removes it).
+	RequireIsolation *drivers.Isolation `json:"requireIsolation,omitempty"`
 }
 
 func (s *server) updateEnvironment(w http.ResponseWriter, r *http.Request) {
@@ -130,6 +133,7 @@ func (s *server) updateEnvironment(w http.ResponseWriter, r *http.Request) {
 		v, err = s.sys.Catalog().Update(r.Context(), principalOf(r), id, environment.UpdateRequest{
 			BaseRevision: rev, Name: body.Name, Description: body.Description,
 			Config: body.Config, Env: body.Env, Metadata: body.Metadata, Pool: body.Pool,
+			RequireIsolation: body.RequireIsolation,
 		})
 	}
 	s.audit(r, "environment.update", id, err)
@@ -263,12 +267,15 @@ type settingsPatch struct {
 	// (0: no limit).
 	QuotaPerCompany            *int `json:"quotaPerCompany,omitempty"`
 	QuotaPerCompanyEnvironment *int `json:"quotaPerCompanyEnvironment,omitempty"`
+	// MinimumIsolation is the least isolation every target must declare
+	// ("none": no minimum).
+	MinimumIsolation *drivers.Isolation `json:"minimumIsolation,omitempty"`
 }
 
 // apply sets the fields p names in s; a patch that names none is invalid.
 func (p settingsPatch) apply(s *instance.Settings) error {
 	if p == (settingsPatch{}) {
-		return fmt.Errorf("instance: settings update: fields \"enableEnvironments\", \"enableManagedSandboxOnly\", \"quotaPerCompany\" and \"quotaPerCompanyEnvironment\": none is set, nothing to change: %w", errcode.ErrInvalid)
+		return fmt.Errorf("instance: settings update: fields \"enableEnvironments\", \"enableManagedSandboxOnly\", \"minimumIsolation\", \"quotaPerCompany\" and \"quotaPerCompanyEnvironment\": none is set, nothing to change: %w", errcode.ErrInvalid)
 	}
 	if p.EnableEnvironments != nil {
 		s.EnableEnvironments = *p.EnableEnvironments
@@ -278,6 +285,9 @@ func (p settingsPatch) apply(s *instance.Settings) error {
 	}
 	if p.QuotaPerCompany != nil {
 		s.QuotaPerCompany = *p.QuotaPerCompany
+	}
+	if p.MinimumIsolation != nil {
+		s.MinimumIsolation = *p.MinimumIsolation
 	}
 	if p.QuotaPerCompanyEnvironment != nil {
 		s.QuotaPerCompanyEnvironment = *p.QuotaPerCompanyEnvironment

@@ -414,7 +414,8 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	// resolves to, and run a bounded command there.
 	var box environment.View
 	e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
-		body: map[string]any{"name": "box", "driver": "docker", "config": map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/page": mark}}}}).decode(t, &box)
+		body: map[string]any{"name": "box", "driver": "docker", "requireIsolation": "container",
+			"config": map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/page": mark}}}}).decode(t, &box)
 	admin.do("switch to acme", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("company")),
 		chromedp.Clear(chromedp.ID("company")), chromedp.SendKeys(chromedp.ID("company"), "acme"), chromedp.Click(chromedp.ID("company-switch")))
 	admin.waitJS(`location.search.includes("company=acme") && document.getElementById("bind-form") !== null`)
@@ -475,8 +476,12 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	admin.waitText("#result-"+box.ID, "qualification recorded")
 	admin.do("open box", chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] a.edit`)))
 	admin.waitJS(`document.getElementById("qualification") !== null`)
-	if s := admin.text("#qualification"); !strings.HasPrefix(s, "recorded: linux/") {
+	if s := admin.text("#qualification"); !strings.HasPrefix(s, "recorded: linux/") || !strings.Contains(s, "isolation container measured") {
 		t.Errorf("the qualification after the Test: %q", s)
+	}
+	// Issue 56: the isolation it declares and the one it requires.
+	if s := admin.text("#isolation"); !strings.Contains(s, "Isolation: container") || !strings.Contains(s, "requires container") {
+		t.Errorf("box's isolation: %q", s)
 	}
 	screenshot(t, root, "09-qualified")
 	if admin.count(`.field[data-field="registry_auth"] button.clear`) != 0 {
@@ -565,6 +570,17 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	admin.do("lease quotas", chromedp.SetValue(chromedp.ID("set-quota-company"), "2"), chromedp.SetValue(chromedp.ID("set-quota-env"), "0"),
 		chromedp.Click(chromedp.ID("settings-save")))
 	admin.waitText("#settings-summary", "lease quotas: 2 per company, no limit per company on one environment")
+	// The minimum isolation (issue 56, set through the API) is shown on
+	// the run form.
+	sr := e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/settings", token: tokAdmin})
+	e.must(t, http.StatusOK, call{method: "PATCH", path: "/api/v1/settings", token: tokAdmin,
+		header: map[string]string{"If-Match": sr.header.Get("ETag")}, body: map[string]any{"minimumIsolation": "container"}})
+	admin.do("the minimum isolation", chromedp.Navigate(page+"?company=acme#runs"), chromedp.WaitVisible(chromedp.ID("run-minimum")))
+	if s := admin.text("#run-minimum"); !strings.Contains(s, "Minimum isolation container") {
+		t.Errorf("the run form's minimum: %q", s)
+	}
+	screenshot(t, root, "13b-minimum-isolation")
+	admin.do("back to the settings", chromedp.Navigate(page+"#settings"), chromedp.WaitVisible(chromedp.ID("settings-form")))
 	admin.do("disable environments", chromedp.Click(chromedp.ID("set-enable")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-disabled")))
 	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” in Instance settings below") {

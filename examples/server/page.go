@@ -232,6 +232,7 @@ type editor struct {
 	Caps        []string
 	Limits      []string
 	Isolation   string // the level the driver declares for the config
+	Require     string // the environment's requireIsolation, "" for none
 	Unavailable string
 	Short       string // Unavailable in one short sentence
 	Qual        *qualRow
@@ -554,6 +555,9 @@ func (s *server) editorOf(ctx context.Context, p authz.Principal, v *environment
 		ed.Caps, ed.Limits = capNames(eff), limitsOf(eff)
 		ed.Isolation = v.Isolation.String()
 	}
+	if v.RequireIsolation != drivers.IsolationNone {
+		ed.Require = v.RequireIsolation.String()
+	}
 	if at := v.ActiveTemplate; at != nil {
 		ed.Template = fmt.Sprintf("%s (%s), drift: %s", at.ID, at.Identity, at.Drift)
 	}
@@ -601,6 +605,9 @@ func qualOf(v qualification.View, now time.Time) *qualRow {
 	}
 	if v.Platform != nil {
 		q.Platform = v.Platform.String()
+	}
+	if v.Isolation != "" {
+		q.Platform += ", isolation " + v.Isolation + " measured"
 	}
 	if v.RecordedAt != nil {
 		q.Recorded = whenOf(*v.RecordedAt, now)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 )
@@ -25,9 +26,11 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) instance.Store) {
 	ctx := context.Background()
 	at := time.Date(2026, 12, 2, 1, 0, 0, 123456000, time.UTC)
 	rec := func(rev int64, enable, managed bool, by string) instance.Settings {
-		// The quotas differ per revision (0, no limit, at revision 3).
+		// The quotas and the minimum isolation differ per revision (0, no
+		// limit, and none at revision 3).
 		return instance.Settings{EnableEnvironments: enable, ManagedSandboxOnly: managed, Revision: rev,
-			QuotaPerCompany: int(rev%3) * 5, QuotaPerCompanyEnvironment: int(rev%3) * 2,
+			MinimumIsolation: drivers.Isolation(rev % 3),
+			QuotaPerCompany:  int(rev%3) * 5, QuotaPerCompanyEnvironment: int(rev%3) * 2,
 			UpdatedAt: at.Add(time.Duration(rev) * time.Minute), UpdatedBy: by}
 	}
 	equalTimes := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })

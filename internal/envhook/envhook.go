@@ -184,7 +184,7 @@ var (
 	// for authz.ActionProbe on the draft, then for the instance settings'
 	// admission (CFG-9, as Admit). A driver that is not registered passes
 	// here; the lease layer refuses it. It never calls a provider.
-	AdmitDraft func(asg any, ctx context.Context, p authz.Principal, driver, company string) error
+	AdmitDraft func(asg any, ctx context.Context, p authz.Principal, driver, company string, cfg map[string]any) error
 
 	// Draft validates a draft config as Catalog.Create would (driver,
 	// test mode, schema) without saving anything or touching the secret
@@ -212,9 +212,11 @@ var (
 	// targets, else an error wrapping drivers.ErrUnavailable and
 	// instance.ErrEnvironmentsDisabled (d may be nil to ask only that) or
 	// instance.ErrManagedSandboxOnly (d is a host driver): the part of
-	// Check that needs no environment, for drafts. A failing settings read
-	// is returned, never taken as "enabled".
-	Admit func(gate any, ctx context.Context, d drivers.Driver) error
+	// Check that needs no environment, for drafts; with d set, also the
+	// reason isolation_below_minimum when d declares for cfg less
+	// isolation than the instance's minimumIsolation. A failing settings
+	// read is returned, never taken as "enabled".
+	Admit func(gate any, ctx context.Context, d drivers.Driver, cfg map[string]any) error
 
 	// SourceFingerprint returns the source fingerprint of env (an
 	// *environment.Environment) for its driver d: the driver, the schema's

@@ -26,6 +26,10 @@ const (
 	IdentityMismatch = "identity_mismatch"
 	// PlatformNotMeasured: no (valid) platform measurement.
 	PlatformNotMeasured = "platform_not_measured"
+	// IsolationMismatch: the probe measured less isolation inside the
+	// sandbox than the target declares (or measured none it could prove);
+	// the probe's result code of the same name.
+	IsolationMismatch = "isolation_mismatch"
 	// CleanupNotConfirmed: the probe lease's release was not confirmed.
 	CleanupNotConfirmed = "cleanup_not_confirmed"
 	// IncompleteEvidence: the evidence lacks the probe lease id or time.
@@ -71,7 +75,7 @@ const (
 // Codes lists every code of this file, the verdicts' included, for the
 // tests that check each is documented and maps to a code.
 var Codes = []string{Recorded, NotSaved, NoCompany, NoFingerprint, ImageNotPinned, IdentityNotReported,
-	IdentityMismatch, PlatformNotMeasured, CleanupNotConfirmed, IncompleteEvidence, Qualified, NoRecord,
+	IdentityMismatch, PlatformNotMeasured, IsolationMismatch, CleanupNotConfirmed, IncompleteEvidence, Qualified, NoRecord,
 	OtherCompany, OtherEnvironment, Stale, Invalidated, RecordFailed, HostTarget, ProbeFailed,
 	verdictOK, verdictNoRequirements, verdictUnsupportedPlatform, verdictLibcMismatch, verdictLibcTooOld, verdictLibcUnknown}
 
@@ -100,7 +104,7 @@ func ErrorCode(c string) errcode.ErrorCode {
 	case RecordFailed:
 		return errcode.Unavailable
 	case NotSaved, ImageNotPinned, IdentityNotReported, IdentityMismatch,
-		PlatformNotMeasured, CleanupNotConfirmed, IncompleteEvidence,
+		PlatformNotMeasured, IsolationMismatch, CleanupNotConfirmed, IncompleteEvidence,
 		Stale, Invalidated, HostTarget, ProbeFailed:
 		return errcode.Conflict
 	}

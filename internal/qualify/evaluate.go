@@ -10,7 +10,9 @@
 package qualify
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/berthdev/berth/images"
@@ -34,6 +36,10 @@ type Subject struct {
 	Image images.Reference
 	// Template is the identity of the active captured template, "" for none.
 	Template string
+	// Isolation is the level the target declares for its config now
+	// (drivers.IsolationOf, by name: "none", "container", "gvisor",
+	// "microvm"); "" counts as none.
+	Isolation string
 }
 
 // Evidence is what a saved sandbox probe observed (PRB-3).
@@ -51,12 +57,39 @@ type Evidence struct {
 	LeaseID string
 	// At is when the probe observed this.
 	At time.Time
+	// Isolation is the level the probe measured inside the sandbox
+	// (internal/isolation, by name); "" when it was not measured (a driver
+	// that does not report its host's kernel): the record then holds no
+	// level.
+	Isolation string
+}
+
+// isolationLevels are drivers.Isolation's names in its order (this floor
+// imports no driver code; internal/isolation's test checks they agree).
+var isolationLevels = []string{"none", "container", "gvisor", "microvm"}
+
+// IsolationRank returns the place of the level named l in drivers.Isolation's
+// order (none 0, container 1, gvisor 2, microvm 3); "" is none, and a name
+// that is no level -1.
+func IsolationRank(l string) int {
+	if l == "" {
+		return 0
+	}
+	return slices.Index(isolationLevels, l)
+}
+
+// meets reports whether the measured level meets the declared one.
+func meets(measured, declared string) bool {
+	m, d := IsolationRank(measured), IsolationRank(declared)
+	return m >= 0 && d >= 0 && m >= d
 }
 
 // Evaluate decides whether the probe's evidence qualifies the subject
 // (QUAL-1). It returns a Record and a CodeRecorded diagnostic when the
 // environment is saved, its image is pinned, the live sandbox reported that
-// same identity, the platform was measured and cleanup was confirmed.
+// same identity, the platform was measured, the isolation measured (when
+// measured) meets the level the subject declares, and cleanup was
+// confirmed; the record keeps the measured level.
 // Otherwise it returns the zero Record and a diagnostic naming the first
 // condition that failed, in that order. It is pure.
 func Evaluate(s Subject, ev Evidence) (qualification.Record, qualification.Diagnostic) {
@@ -89,6 +122,9 @@ func Evaluate(s Subject, ev Evidence) (qualification.Record, qualification.Diagn
 	if err := p.Validate(); err != nil {
 		return fail(PlatformNotMeasured, "the platform measurement is not usable: %v", err)
 	}
+	if ev.Isolation != "" && !meets(ev.Isolation, s.Isolation) {
+		return fail(IsolationMismatch, "the target declares isolation %s, but the probe measured %s inside the sandbox", s.Isolation, cmp.Or(ev.Isolation, "nothing"))
+	}
 	if !ev.CleanupConfirmed {
 		return fail(CleanupNotConfirmed, "the probe lease's cleanup was not confirmed by the provider; the lease is pending cleanup")
 	}
@@ -102,6 +138,7 @@ func Evaluate(s Subject, ev Evidence) (qualification.Record, qualification.Diagn
 		Image:       want,
 		Template:    s.Template,
 		Platform:    p,
+		Isolation:   ev.Isolation,
 		LeaseID:     ev.LeaseID,
 		RecordedAt:  ev.At,
 	}
@@ -123,7 +160,9 @@ func notPinnedMessage(r images.Reference) string {
 
 // Valid reports whether rec qualifies the current subject (QUAL-3, QUAL-4):
 // only for the same company and environment, while the environment is
-// saved, and while the current fingerprint equals the recorded one. A stale
+// saved, while the current fingerprint equals the recorded one, and while
+// the recorded isolation (when recorded) meets the level the subject
+// declares now. A stale
 // record is never reused. The diagnostic is CodeQualified when valid, else
 // says why not.
 func Valid(rec qualification.Record, cur Subject) (bool, qualification.Diagnostic) {
@@ -151,6 +190,9 @@ func Valid(rec qualification.Record, cur Subject) (bool, qualification.Diagnosti
 	if want != rec.Image {
 		return no(Stale, "the image changed since the qualification; probe again")
 	}
+	if rec.Isolation != "" && !meets(rec.Isolation, cur.Isolation) {
+		return no(Stale, "the target now declares isolation %s, but the qualification measured %s; probe again", cur.Isolation, rec.Isolation)
+	}
 	if !rec.InvalidatedAt.IsZero() {
 		return no(Invalidated, "invalidated at %s: %s", rec.InvalidatedAt.UTC().Format(time.RFC3339), rec.InvalidReason)
 	}
@@ -165,7 +207,7 @@ func NewView(rec qualification.Record, cur Subject) qualification.View {
 	v := qualification.View{Qualified: ok, Code: d.Code, Reason: d.Message}
 	if ok {
 		p, at := rec.Platform, rec.RecordedAt.UTC()
-		v.Platform, v.RecordedAt = &p, &at
+		v.Platform, v.RecordedAt, v.Isolation = &p, &at, rec.Isolation
 	}
 	if d.Code == Invalidated {
 		at := rec.InvalidatedAt.UTC()

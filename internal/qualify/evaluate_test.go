@@ -58,6 +58,10 @@ func TestEvaluate(t *testing.T) {
 			s.Saved, s.Image = false, images.Reference{}
 		}, func(e *Evidence) { e.CleanupConfirmed = false }, NotSaved, "not saved"},
 		{"a live sandbox that reports no image is not recorded", nil, func(e *Evidence) { e.LiveImage = images.Identity{} }, IdentityNotReported, pinnedID.String()},
+		{"a sandbox measured below the declared isolation is not recorded", func(s *Subject) { s.Isolation = "gvisor" },
+			func(e *Evidence) { e.Isolation = "container" }, IsolationMismatch, "declares isolation gvisor, but the probe measured container"},
+		{"a sandbox measured above the declared isolation records", func(s *Subject) { s.Isolation = "container" },
+			func(e *Evidence) { e.Isolation = "gvisor" }, Recorded, pinnedID.String()},
 		{"a live sandbox running another image is not recorded", nil, func(e *Evidence) {
 			e.LiveImage = images.MustParseIdentity("127.0.0.1:5000/app@" + digestB)
 		}, IdentityMismatch, digestB},
@@ -252,4 +256,36 @@ func TestRecordJSON(t *testing.T) {
 // recorded reports whether d says a record was made or applies.
 func recorded(d qualification.Diagnostic) bool {
 	return d.Code == Recorded || d.Code == Qualified
+}
+
+// A record keeps the isolation measured, and applies only while it meets
+// the level the subject declares now; a record made before the isolation
+// was measured ("") is not judged by it.
+func TestValidIsolation(t *testing.T) {
+	t.Parallel()
+	subj := subject()
+	subj.Isolation = "container"
+	ev := evidence()
+	ev.Isolation = "container"
+	rec, d := Evaluate(subj, ev)
+	if d.Code != Recorded || rec.Isolation != "container" {
+		t.Fatalf("Evaluate: %+v, %s", rec, d)
+	}
+	if ok, d := Valid(rec, subj); !ok {
+		t.Errorf("the same subject: %s", d)
+	}
+	if v := NewView(rec, subj); v.Isolation != "container" {
+		t.Errorf("view isolation %q", v.Isolation)
+	}
+	subj.Isolation = "gvisor"
+	if ok, d := Valid(rec, subj); ok || d.Code != Stale || !strings.Contains(d.Message, "declares isolation gvisor") {
+		t.Errorf("a gvisor subject, a container record: %v, %s", ok, d)
+	}
+	if v := NewView(rec, subj); v.Isolation != "" || v.Qualified {
+		t.Errorf("a stale view shows isolation %q", v.Isolation)
+	}
+	rec.Isolation = ""
+	if ok, d := Valid(rec, subj); !ok {
+		t.Errorf("a record without a measured isolation: %s", d)
+	}
 }

@@ -52,6 +52,14 @@ const (
 	// EnvironmentsDisabled: the instance settings disable environments
 	// (set by the probe).
 	EnvironmentsDisabled = "environments_disabled"
+	// IsolationMismatch: the probe measured less isolation inside the
+	// sandbox than its target declares (set by the probe; the
+	// qualification diagnostic of the same name).
+	IsolationMismatch = "isolation_mismatch"
+	// IsolationBelowMinimum: the target declares less isolation than the
+	// instance's minimumIsolation or the environment's requireIsolation
+	// (the reason of the instance settings' refusal).
+	IsolationBelowMinimum = "isolation_below_minimum"
 )
 
 // Code returns the code of errcode's set that the probe code r is finer
@@ -59,8 +67,9 @@ const (
 // host_key_unknown and tls_unverified; Invalid for missing_credentials and
 // invalid_config; NotFound for not_found and image_not_found; Unavailable
 // for provider_unavailable, image_inactive, transient, cleanup_failed (the
-// sweep retries it), managed_sandbox_only and environments_disabled;
-// Unsupported for unsupported and platform_unknown; Conflict for archived;
+// sweep retries it), managed_sandbox_only, environments_disabled and
+// isolation_below_minimum; Unsupported for unsupported and
+// platform_unknown; Conflict for archived and isolation_mismatch;
 // Unreachable, Timeout and Canceled (cancelled) for their own; and Unknown
 // for internal (an error no sentinel classifies) and for a string that is
 // none of the codes. For every driver sentinel, Code(Of(err)) ==
@@ -75,11 +84,11 @@ func Code(r string) errcode.ErrorCode {
 		return errcode.Invalid
 	case NotFound, ImageNotFound:
 		return errcode.NotFound
-	case ProviderUnavailable, ImageInactive, Transient, CleanupFailed, ManagedSandboxOnly, EnvironmentsDisabled:
+	case ProviderUnavailable, ImageInactive, Transient, CleanupFailed, ManagedSandboxOnly, EnvironmentsDisabled, IsolationBelowMinimum:
 		return errcode.Unavailable
 	case Unsupported, PlatformUnknown:
 		return errcode.Unsupported
-	case Archived:
+	case Archived, IsolationMismatch:
 		return errcode.Conflict
 	case Unreachable:
 		return errcode.Unreachable

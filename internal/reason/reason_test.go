@@ -40,14 +40,16 @@ func TestOfIsFinerThanErrcode(t *testing.T) {
 	}
 	// The probe's own codes.
 	for sub, want := range map[string]errcode.ErrorCode{
-		reason.CleanupFailed:        errcode.Unavailable,
-		reason.PlatformUnknown:      errcode.Unsupported,
-		reason.Archived:             errcode.Conflict,
-		reason.Internal:             errcode.Unknown,
-		reason.Cancelled:            errcode.Canceled,
-		reason.ManagedSandboxOnly:   errcode.Unavailable,
-		reason.EnvironmentsDisabled: errcode.Unavailable,
-		"no_such_code":              errcode.Unknown,
+		reason.CleanupFailed:         errcode.Unavailable,
+		reason.PlatformUnknown:       errcode.Unsupported,
+		reason.Archived:              errcode.Conflict,
+		reason.Internal:              errcode.Unknown,
+		reason.Cancelled:             errcode.Canceled,
+		reason.ManagedSandboxOnly:    errcode.Unavailable,
+		reason.EnvironmentsDisabled:  errcode.Unavailable,
+		reason.IsolationMismatch:     errcode.Conflict,
+		reason.IsolationBelowMinimum: errcode.Unavailable,
+		"no_such_code":               errcode.Unknown,
 	} {
 		if got := reason.Code(sub); got != want {
 			t.Errorf("Code(%s) = %v, want %v", sub, got, want)

@@ -36,6 +36,7 @@ func record(company, environment string, n int) qualification.Record {
 		Template:    fmt.Sprintf("snapshot:fake/template-%d", n),
 		Platform: qualification.Platform{OS: "linux", Arch: "amd64", Libc: qualification.LibcGlibc, LibcVersion: "2.36",
 			Kernel: "6.1.0-18-amd64", ReleaseID: "debian", ReleaseVersion: "12"},
+		Isolation:  []string{"container", "gvisor"}[n%2],
 		LeaseID:    fmt.Sprintf("lease-%d", n),
 		RecordedAt: time.Date(2026, 11, 29, 10, 0, n%60, 123456000, time.UTC),
 	}

@@ -51,6 +51,8 @@ type Result struct {
 	Hostname                      string                    `json:"hostname,omitempty"`
 	Cwd                           string                    `json:"cwd,omitempty"`
 	Platform                      qualification.Platform    `json:"platform,omitzero"`
+	Isolation                     string                    `json:"isolation,omitempty"`
+	IsolationEvidence             string                    `json:"isolationEvidence,omitempty"`
 	Forwarding                    string                    `json:"forwarding,omitempty"`
 	RunnerVersion                 string                    `json:"runnerVersion,omitempty"`
 	RunnerSHA256                  string                    `json:"runnerSha256,omitempty"`
@@ -78,7 +80,7 @@ func Of(res *probe.Result) *Result {
 	return &Result{OK: res.OK, Driver: res.Driver, Environment: res.Environment, EnvironmentName: res.EnvironmentName,
 		Draft: res.Environment == "", Target: res.Target, Message: res.Message, Summary: res.Summary,
 		NotValidated: res.NotValidated, Code: res.Code, Stages: stages, Hostname: res.Hostname, Cwd: res.Cwd,
-		Platform: res.Platform, Forwarding: res.Forwarding, RunnerVersion: res.RunnerVersion,
+		Platform: res.Platform, Isolation: res.Isolation, IsolationEvidence: res.IsolationEvidence, Forwarding: res.Forwarding, RunnerVersion: res.RunnerVersion,
 		RunnerSHA256: res.RunnerSHA256, ImageIdentity: res.ImageIdentity, LeaseID: res.LeaseID,
 		Cleanup: res.Cleanup, PlatformQualificationRecorded: res.PlatformQualificationRecorded,
 		QualificationDiagnostic: res.QualificationDiagnostic, StartedAt: res.StartedAt, Duration: res.Duration}

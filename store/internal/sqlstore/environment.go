@@ -14,12 +14,13 @@ import (
 var _ environment.Store = (*DB)(nil)
 
 const envColumns = `id, name, description, driver, status, config, env, metadata,
-	revision, created_at, updated_at, created_by, updated_by, active_template, pool`
+	revision, created_at, updated_at, created_by, updated_by, active_template, pool, require_isolation`
 
 // envRow is an Environment in column form.
 type envRow struct {
 	config, env, metadata, template, pool sql.NullString
 	created, updated                      sql.NullInt64
+	isolation                             string // drivers.Isolation's name; "" for none
 }
 
 // storedTemplate is the active_template column's JSON form: the pointer
@@ -52,6 +53,13 @@ func encodeEnv(e *environment.Environment) (envRow, error) {
 			return r, fmt.Errorf("pool: %w", err)
 		}
 	}
+	if e.RequireIsolation != 0 {
+		t, err := e.RequireIsolation.MarshalText()
+		if err != nil {
+			return r, fmt.Errorf("requireIsolation: %w", err)
+		}
+		r.isolation = string(t)
+	}
 	r.created, r.updated = nanos(e.CreatedAt), nanos(e.UpdatedAt)
 	return r, nil
 }
@@ -63,7 +71,7 @@ func scanEnv(s scanner) (*environment.Environment, error) {
 	var r envRow
 	var status string
 	if err := s.Scan(&e.ID, &e.Name, &e.Description, &e.Driver, &status, &r.config, &r.env, &r.metadata,
-		&e.Revision, &r.created, &r.updated, &e.CreatedBy, &e.UpdatedBy, &r.template, &r.pool); err != nil {
+		&e.Revision, &r.created, &r.updated, &e.CreatedBy, &e.UpdatedBy, &r.template, &r.pool, &r.isolation); err != nil {
 		return nil, err
 	}
 	e.Status = environment.Status(status)
@@ -82,6 +90,11 @@ func scanEnv(s scanner) (*environment.Environment, error) {
 			return nil, fmt.Errorf("environment %q: activeTemplate: %w", e.ID, err)
 		}
 		e.ActiveTemplate = &environment.ActiveTemplate{ID: t.ID, Identity: t.Identity, SourceFingerprint: t.SourceFingerprint}
+	}
+	if r.isolation != "" {
+		if err := e.RequireIsolation.UnmarshalText([]byte(r.isolation)); err != nil {
+			return nil, fmt.Errorf("environment %q: requireIsolation: %w", e.ID, err)
+		}
 	}
 	if r.pool.Valid {
 		var p environment.Pool
@@ -132,9 +145,9 @@ func (db *DB) CreateEnvironment(ctx context.Context, e *environment.Environment,
 	}
 	insert := func(h handle) error {
 		_, err := h.exec(ctx, `INSERT INTO environments (`+envColumns+`, exclusive_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			e.ID, e.Name, e.Description, e.Driver, string(e.Status), r.config, r.env, r.metadata,
-			e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, r.pool, exclusive)
+			e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, r.pool, r.isolation, exclusive)
 		return err
 	}
 	if !exclusiveDriver {
@@ -247,11 +260,11 @@ func (db *DB) UpdateEnvironment(ctx context.Context, e *environment.Environment,
 	}
 	res, err := db.writes().exec(ctx, `UPDATE environments SET name = ?, description = ?, driver = ?, status = ?,
 		config = ?, env = ?, metadata = ?, revision = ?, created_at = ?, updated_at = ?,
-		created_by = ?, updated_by = ?, active_template = ?, pool = ?,
+		created_by = ?, updated_by = ?, active_template = ?, pool = ?, require_isolation = ?,
 		exclusive_key = CASE WHEN exclusive_key IS NULL THEN NULL ELSE ? END
 		WHERE id = ? AND revision = ?`,
 		e.Name, e.Description, e.Driver, string(e.Status), r.config, r.env, r.metadata,
-		e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, r.pool, e.Driver,
+		e.Revision, r.created, r.updated, e.CreatedBy, e.UpdatedBy, r.template, r.pool, r.isolation, e.Driver,
 		e.ID, baseRevision)
 	if err == nil {
 		err = db.changedOne(ctx, res, "update", e.ID, baseRevision)

@@ -12,15 +12,16 @@ import (
 
 var _ instance.Store = (*DB)(nil)
 
-const settingsColumns = `enable_environments, managed_sandbox_only, quota_per_company, quota_per_company_environment, revision, updated_at, updated_by`
+const settingsColumns = `enable_environments, managed_sandbox_only, quota_per_company, quota_per_company_environment, revision, updated_at, updated_by, minimum_isolation`
 
 // GetSettings implements instance.Store: the one row, or an error wrapping
 // errcode.ErrNotFound.
 func (db *DB) GetSettings(ctx context.Context) (instance.Settings, error) {
 	var s instance.Settings
 	var at sql.NullInt64
+	var minimum string
 	err := db.reads().queryRow(ctx, "SELECT "+settingsColumns+" FROM instance_settings WHERE id = 1").
-		Scan(&s.EnableEnvironments, &s.ManagedSandboxOnly, &s.QuotaPerCompany, &s.QuotaPerCompanyEnvironment, &s.Revision, &at, &s.UpdatedBy)
+		Scan(&s.EnableEnvironments, &s.ManagedSandboxOnly, &s.QuotaPerCompany, &s.QuotaPerCompanyEnvironment, &s.Revision, &at, &s.UpdatedBy, &minimum)
 	if errors.Is(err, sql.ErrNoRows) {
 		return instance.Settings{}, fmt.Errorf("sqlstore: instance settings: %w", errcode.ErrNotFound)
 	}
@@ -28,6 +29,11 @@ func (db *DB) GetSettings(ctx context.Context) (instance.Settings, error) {
 		return instance.Settings{}, fmt.Errorf("sqlstore: get instance settings: %w", err)
 	}
 	s.UpdatedAt = fromNanos(at)
+	if minimum != "" {
+		if err := s.MinimumIsolation.UnmarshalText([]byte(minimum)); err != nil {
+			return instance.Settings{}, fmt.Errorf("sqlstore: instance settings: minimumIsolation: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -43,15 +49,19 @@ func (db *DB) PutSettings(ctx context.Context, s instance.Settings) error {
 		res sql.Result
 		err error
 	)
+	minimum, err := s.MinimumIsolation.MarshalText()
+	if err != nil {
+		return fmt.Errorf("sqlstore: instance settings: field \"minimumIsolation\": %w: %w", err, errcode.ErrInvalid)
+	}
 	if s.Revision == 1 {
-		res, err = db.writes().exec(ctx, `INSERT INTO instance_settings (id, `+settingsColumns+`) VALUES (1, ?, ?, ?, ?, ?, ?, ?)
+		res, err = db.writes().exec(ctx, `INSERT INTO instance_settings (id, `+settingsColumns+`) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
-			s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision, nanos(s.UpdatedAt), s.UpdatedBy)
+			s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision, nanos(s.UpdatedAt), s.UpdatedBy, string(minimum))
 	} else {
 		res, err = db.writes().exec(ctx, `UPDATE instance_settings SET enable_environments = ?, managed_sandbox_only = ?,
 			quota_per_company = ?, quota_per_company_environment = ?,
-			revision = ?, updated_at = ?, updated_by = ? WHERE id = 1 AND revision = ?`,
-			s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision, nanos(s.UpdatedAt), s.UpdatedBy, s.Revision-1)
+			revision = ?, updated_at = ?, updated_by = ?, minimum_isolation = ? WHERE id = 1 AND revision = ?`,
+			s.EnableEnvironments, s.ManagedSandboxOnly, s.QuotaPerCompany, s.QuotaPerCompanyEnvironment, s.Revision, nanos(s.UpdatedAt), s.UpdatedBy, string(minimum), s.Revision-1)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: put instance settings at revision %d: %w", s.Revision, err)

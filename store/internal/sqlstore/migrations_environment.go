@@ -53,6 +53,15 @@ func (components) Environment() Component {
 				// the revision like any field (CFG-6).
 				`ALTER TABLE environments ADD COLUMN pool TEXT`,
 			},
+		}, {
+			Version: 4,
+			Name:    "add environments.require_isolation",
+			SQL: []string{
+				// environment.Environment.RequireIsolation: the name of a
+				// drivers.Isolation, '' for none (no requirement). A
+				// policy: it changes with the revision like any field.
+				`ALTER TABLE environments ADD COLUMN require_isolation TEXT NOT NULL DEFAULT ''`,
+			},
 		}},
 	}
 }

@@ -31,6 +31,14 @@ func (components) Instance() Component {
 				`ALTER TABLE instance_settings ADD COLUMN quota_per_company BIGINT NOT NULL DEFAULT 8`,
 				`ALTER TABLE instance_settings ADD COLUMN quota_per_company_environment BIGINT NOT NULL DEFAULT 4`,
 			},
+		}, {
+			Version: 3,
+			Name:    "add the minimum isolation to instance_settings",
+			SQL: []string{
+				// drivers.Isolation's name; '' (a record written before)
+				// is none, no minimum.
+				`ALTER TABLE instance_settings ADD COLUMN minimum_isolation TEXT NOT NULL DEFAULT ''`,
+			},
 		}},
 	}
 }

@@ -43,6 +43,14 @@ func (components) Qualification() Component {
 				`ALTER TABLE qualifications ADD COLUMN invalidated_at BIGINT`,
 				`ALTER TABLE qualifications ADD COLUMN invalid_reason TEXT NOT NULL DEFAULT ''`,
 			},
+		}, {
+			Version: 3,
+			Name:    "qualification isolation",
+			SQL: []string{
+				// The isolation level the probe measured (issue 56); ''
+				// for a record made before it was measured.
+				`ALTER TABLE qualifications ADD COLUMN isolation TEXT NOT NULL DEFAULT ''`,
+			},
 		}},
 	}
 }

@@ -16,7 +16,7 @@ var _ qualification.Store = (*DB)(nil)
 const qualColumns = `company, environment_id, fingerprint, image, template,
 	platform_os, platform_arch, platform_variant, platform_libc, platform_libc_version,
 	platform_kernel, platform_release_id, platform_release_version, lease_id, recorded_at,
-	invalidated_at, invalid_reason`
+	invalidated_at, invalid_reason, isolation`
 
 func scanQual(s scanner) (qualification.Record, error) {
 	var r qualification.Record
@@ -26,7 +26,7 @@ func scanQual(s scanner) (qualification.Record, error) {
 	if err := s.Scan(&r.Company, &r.Environment, &r.Fingerprint, &image, &r.Template,
 		&p.OS, &p.Arch, &p.Variant, &libc, &p.LibcVersion,
 		&p.Kernel, &p.ReleaseID, &p.ReleaseVersion, &r.LeaseID, &recorded,
-		&invalidated, &r.InvalidReason); err != nil {
+		&invalidated, &r.InvalidReason, &r.Isolation); err != nil {
 		return qualification.Record{}, err
 	}
 	p.Libc = qualification.LibcFamily(libc)
@@ -51,7 +51,7 @@ func (db *DB) PutQualification(ctx context.Context, rec qualification.Record) er
 	}
 	p := rec.Platform
 	_, err := db.writes().exec(ctx, `INSERT INTO qualifications (`+qualColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (company, environment_id) DO UPDATE SET
 			fingerprint = excluded.fingerprint, image = excluded.image, template = excluded.template,
 			platform_os = excluded.platform_os, platform_arch = excluded.platform_arch,
@@ -60,11 +60,12 @@ func (db *DB) PutQualification(ctx context.Context, rec qualification.Record) er
 			platform_release_id = excluded.platform_release_id,
 			platform_release_version = excluded.platform_release_version,
 			lease_id = excluded.lease_id, recorded_at = excluded.recorded_at,
-			invalidated_at = excluded.invalidated_at, invalid_reason = excluded.invalid_reason`,
+			invalidated_at = excluded.invalidated_at, invalid_reason = excluded.invalid_reason,
+			isolation = excluded.isolation`,
 		rec.Company, rec.Environment, rec.Fingerprint, rec.Image.String(), rec.Template,
 		p.OS, p.Arch, p.Variant, string(p.Libc), p.LibcVersion,
 		p.Kernel, p.ReleaseID, p.ReleaseVersion, rec.LeaseID, nanos(rec.RecordedAt),
-		nanos(rec.InvalidatedAt), rec.InvalidReason)
+		nanos(rec.InvalidatedAt), rec.InvalidReason, rec.Isolation)
 	if err != nil {
 		return fmt.Errorf("sqlstore: put qualification of company %q for environment %q: %w", rec.Company, rec.Environment, err)
 	}
