@@ -93,6 +93,11 @@
 // until the engine reports the wrapper ended and no marked process is left;
 // Exec then returns an error wrapping the context's error. Process.Signal
 // sends other signals the same way. The image needs sh, grep and kill.
+// The kill execs of one container run one at a time: under gVisor
+// (Debian's runsc 0.0~20221219) two processes scanning /proc while
+// processes exit end the whole sandbox (the container exits with status
+// 2 and attached execs never end), so a signal waits for the kill before
+// it.
 // Limits: a process that clears its environment and leaves the process
 // group, or runs as another user (the container's root has no CAP_KILL),
 // escapes the kill; stopping or destroying the container ends it.
