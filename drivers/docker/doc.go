@@ -50,6 +50,17 @@
 // engine reports for the container (HostConfig.Runtime) before handing it
 // out; Acquire removes a container that runs under another.
 //
+// The provider health (drivers.HealthChecker) of a config is its engine's
+// /_ping and, when the config sets a runtime, the runtimes the engine's
+// info lists: a runtime it does not list is drivers.ErrUnavailable, the
+// sentence naming the runtimes it has, so the saved environment shows
+// unavailable and the gate refuses it before anything is created. Its
+// Endpoint is the engine host followed by " (runtime NAME)": configs of
+// one engine under different runtimes keep a measurement each. Validation
+// does no I/O (CAP-1): a runtime the engine lacks is saved, and an Acquire
+// that reaches the engine anyway is refused by its create, which makes
+// nothing.
+//
 // # Acquire
 //
 // A pinned digest is pulled only when the engine lacks it; a tag follows
