@@ -68,9 +68,10 @@ default all):
   runsc          under gVisor (the engine's runsc runtime, network none):
                  a Docker lease vs 'docker run --rm --runtime runsc IMAGE
                  true' and vs the same lease under runc, median of 5; an
-                 acquisition from a warm runsc pool to its first exec vs
-                 that docker run, median of 5; a runner task start vs the
-                 same under runc and vs 'docker exec CONTAINER true'
+                 acquisition from a warm runsc pool to its first exec, and
+                 from a warm runner pool to its first task, vs that docker
+                 run, median of 5; a runner task start vs the same under
+                 runc and vs 'docker exec CONTAINER true'
 It starts what it needs the way berth's tests do (sshd, a loopback
 registry, a busybox test image, the runner built from the module's source)
 and removes it all at the end; a missing component skips its rows.
@@ -204,6 +205,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 			{Workload: fmt.Sprintf("docker lease under runsc (acquire, exec true, destroy), median of %d", b.scale.runscRounds), Anchor: "docker run --rm --runtime runsc IMAGE true", Unit: "ms"},
 			{Workload: fmt.Sprintf("docker lease under runsc (acquire, exec true, destroy), median of %d", b.scale.runscRounds), Anchor: "the same lease under runc", Unit: "ms"},
 			{Workload: fmt.Sprintf("docker pool under runsc: acquire to first exec, median of %d", b.scale.runscRounds), Anchor: "docker run --rm --runtime runsc IMAGE true", Unit: "ms"},
+			{Workload: fmt.Sprintf("docker runner pool under runsc: acquire to first task, median of %d", b.scale.runscRounds), Anchor: "docker run --rm --runtime runsc IMAGE true", Unit: "ms"},
 			{Workload: fmt.Sprintf("runner task start (true) under runsc, median of %d", b.scale.tasks), Anchor: "the same task under runc", Unit: "ms"},
 			{Workload: fmt.Sprintf("runner task start (true) under runsc, median of %d", b.scale.tasks), Anchor: "docker exec CONTAINER true (runsc)", Unit: "ms"},
 		},

@@ -218,7 +218,7 @@ func TestBenchRunscRows(t *testing.T) {
 	}
 	rows := benchRows(t, out)
 	anchors := []string{"docker run --rm --runtime runsc IMAGE true", "the same lease under runc", "docker run --rm --runtime runsc IMAGE true",
-		"the same task under runc", "docker exec CONTAINER true (runsc)"}
+		"docker run --rm --runtime runsc IMAGE true", "the same task under runc", "docker exec CONTAINER true (runsc)"}
 	if len(rows) != len(anchors) {
 		t.Fatalf("bench --only runsc printed %d rows, want %d:\n%s", len(rows), len(anchors), out)
 	}

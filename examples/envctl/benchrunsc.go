@@ -24,7 +24,8 @@ const runscRuntime = "runsc"
 // runscRows: a Docker lease (acquire, exec true, destroy) under runsc vs
 // `docker run --rm --runtime runsc IMAGE true` and vs the same lease under
 // runc; an acquisition from a warm pool of runsc sandboxes to its first
-// exec vs that docker run; a runner task start under runsc vs the same
+// exec, and from a warm runner pool to its first runner task, vs that
+// docker run; a runner task start under runsc vs the same
 // under runc and vs `docker exec CONTAINER true` on its runsc container.
 func (b *bench) runscRows(t *benchTB) []benchRow {
 	ctx := t.ctx
@@ -75,6 +76,9 @@ func (b *bench) runscRows(t *benchTB) []benchRow {
 
 	pooled, runs := b.poolAcquisitions(t, "bench-runsc-pool", config(runscRuntime), n, dockerRun)
 	rows = append(rows, row(t, fmt.Sprintf("docker pool under runsc: acquire to first exec, median of %d", n),
+		"docker run --rm --runtime runsc IMAGE true", "ms", msOf(median(pooled)), msOf(median(runs))))
+	pooled, runs = b.runnerPoolAcquisitions(t, "bench-runsc-runner-pool", config(runscRuntime), n, dockerRun)
+	rows = append(rows, row(t, fmt.Sprintf("docker runner pool under runsc: acquire to first task, median of %d", n),
 		"docker run --rm --runtime runsc IMAGE true", "ms", msOf(median(pooled)), msOf(median(runs))))
 
 	ra := b.attachRunner(t, d, config(runscRuntime), 0)
