@@ -78,6 +78,23 @@ func requireRunsc(t *testing.T, e *env) {
 	}
 }
 
+// forRuntimes runs body as two parallel subtests: "runc" with the
+// engine's default runtime (no runtime field) and "runsc" with runtime
+// runsc (network none); the latter needs the engine's runsc runtime
+// (requireRunsc). overrides is body's own map of config fields.
+func forRuntimes(t *testing.T, e *env, body func(t *testing.T, overrides map[string]any)) {
+	t.Helper()
+	t.Run("runc", func(t *testing.T) {
+		t.Parallel()
+		body(t, map[string]any{})
+	})
+	t.Run("runsc", func(t *testing.T) {
+		t.Parallel()
+		requireRunsc(t, e)
+		body(t, map[string]any{"runtime": "runsc", "network": "none"})
+	})
+}
+
 // runscSandboxes counts the runsc-sandbox processes of this host: a start
 // that runsc refuses leaves them behind, listed by no Docker call.
 func runscSandboxes(t *testing.T) int {
@@ -94,11 +111,13 @@ func runscSandboxes(t *testing.T) int {
 
 // runscPass names the conformance subtests the runsc pass runs (issue
 // 56): the core contract (drivertest's conformance.go), the signals the
-// driver sends through its kill exec, runner ingress, template capture
-// and delete, and the files subtests. The rest (reuse, listing, the error
-// table, the other stream and terminal subtests) exercises the engine's
-// API the same way under either runtime and runs in TestConformance; the
-// pass keeps make test's budget (15 minutes for the suite).
+// driver sends through its kill exec, the terminal, runner ingress,
+// template capture and delete, and the files subtests. The rest (reuse,
+// listing, the error table, the other stream subtests) exercises the
+// engine's API the same way under either runtime and runs in
+// TestConformance; the pass keeps make test's budget (15 minutes for the
+// suite). Read-only roots and the orphan sweep run under both runtimes in
+// their own tests (forRuntimes).
 var runscPass = []string{
 	"capabilities are static and cheap",
 	"declared capabilities equal those of a live sandbox",
@@ -115,6 +134,7 @@ var runscPass = []string{
 	"parallel acquire exec release",
 	"declared isolation is measured",
 	"stream exec signals are the shared set",
+	"terminal",
 	"capture and delete template",
 	"runner ingress",
 	"files round trip",
