@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/berthdev/berth/drivers"
@@ -95,18 +99,94 @@ func forRuntimes(t *testing.T, e *env, body func(t *testing.T, overrides map[str
 	})
 }
 
-// runscSandboxes counts the runsc-sandbox processes of this host: a start
-// that runsc refuses leaves them behind, listed by no Docker call.
-func runscSandboxes(t *testing.T) int {
-	t.Helper()
-	n := 0
-	dirs, _ := filepath.Glob("/proc/[0-9]*/comm")
-	for _, p := range dirs {
-		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == "runsc-sandbox" {
-			n++
+// runscProcesses returns the command lines of this host's gVisor
+// processes (argv[0] runsc-sandbox or runsc-gofer; their comm is "exe")
+// that name one of ids, the engine's container ids: their log and bundle
+// paths hold the id.
+func runscProcesses(ids []string) []string {
+	var out []string
+	files, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(b), "\x00")
+		if argv0 != "runsc-sandbox" && argv0 != "runsc-gofer" {
+			continue
+		}
+		for _, id := range ids {
+			if strings.Contains(string(b), id) {
+				out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
+				break
+			}
 		}
 	}
-	return n
+	return out
+}
+
+// createdSince returns the ids of the containers with the test's run label
+// that the engine created from since on (its event log, bounded by now).
+func createdSince(t *testing.T, e *env, since time.Time) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs, errs := e.cli.Events(ctx, events.ListOptions{
+		Since: strconv.FormatInt(since.Unix(), 10), Until: strconv.FormatInt(time.Now().Unix()+1, 10),
+		Filters: filters.NewArgs(filters.Arg("type", "container"), filters.Arg("event", "create"), filters.Arg("label", runLabel+"="+e.run)),
+	})
+	var ids []string
+	for {
+		select {
+		case m := <-msgs:
+			ids = append(ids, m.Actor.ID)
+		case err := <-errs:
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("docker events: %v", err)
+			}
+			return ids
+		}
+	}
+}
+
+// removeRunContainers force-removes the containers with the test's run
+// label now (newEnv's cleanup does it again, finding none).
+func removeRunContainers(t *testing.T, e *env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", runLabel+"="+e.run))})
+	if err != nil {
+		t.Fatalf("list the test's containers: %v", err)
+	}
+	for _, c := range list {
+		if err := e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
+			t.Errorf("remove container %s: %v", c.ID, err)
+		}
+	}
+}
+
+// noRunscLeft fails t when gVisor processes of the containers the test
+// created since then are still running 30 seconds after its containers
+// were removed: a start that runsc refuses leaves them behind, listed by
+// no Docker call. Other tests' and other processes' sandboxes do not
+// count.
+func noRunscLeft(t *testing.T, e *env, since time.Time) {
+	t.Helper()
+	ids := createdSince(t, e, since)
+	if len(ids) == 0 {
+		t.Errorf("the engine's event log holds no container of the runsc pass")
+		return
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	left := runscProcesses(ids)
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		left = runscProcesses(ids)
+	}
+	if len(left) > 0 {
+		t.Errorf("%d gVisor processes of the pass's %d removed containers are still running:\n%s", len(left), len(ids), strings.Join(left, "\n"))
+	}
 }
 
 // runscPass names the conformance subtests the runsc pass runs (issue
@@ -190,27 +270,32 @@ func (h runscHarness) Parallel() int { return runscParallel }
 
 // The Docker driver's conformance under gVisor: the subtests of runscPass
 // with runtime runsc (isolation gvisor, measured), the parallel one 4
-// wide; no runsc-sandbox process is left behind.
+// wide; no gVisor process of the pass's containers is left behind.
 func TestConformanceRunsc(t *testing.T) {
 	t.Parallel()
-	before := runscSandboxes(t)
-	t.Cleanup(func() {
-		// Registered before newEnv, it runs after newEnv's cleanup has
-		// removed every container of the pass; runsc's own processes end
-		// shortly after.
-		deadline := time.Now().Add(30 * time.Second)
-		for runscSandboxes(t) > before && time.Now().Before(deadline) {
-			time.Sleep(200 * time.Millisecond)
-		}
-		if after := runscSandboxes(t); after > before {
-			t.Errorf("%d runsc-sandbox processes before the runsc pass, %d after: it left some behind", before, after)
-		}
-	})
 	e := newEnv(t)
 	requireRunsc(t, e)
+	since := time.Now().Add(-time.Second)
+	// Registered after newEnv, it runs before newEnv's cleanup removes
+	// the containers: it removes them itself first.
+	t.Cleanup(func() {
+		removeRunContainers(t, e)
+		noRunscLeft(t, e, since)
+	})
 	cfg := e.config(e.img.Ref, map[string]any{"runtime": "runsc"})
 	if got := drivers.IsolationOf(e.drv, cfg); got != drivers.IsolationGVisor {
 		t.Fatalf("declared isolation under runsc = %s, want gvisor", got)
+	}
+	// The process scan sees a live sandbox's processes (the check at the
+	// end is not vacuous).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb := e.acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "runsc-scan"})
+	if got := runscProcesses([]string{sb.ID()}); len(got) < 2 {
+		t.Errorf("a live runsc sandbox has %d gVisor processes on this host (%q), want its runsc-sandbox and runsc-gofer", len(got), got)
+	}
+	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
+		t.Fatal(err)
 	}
 	drivertest.RunConformanceTests(t, subset(t, func(_ context.Context, _ testing.TB) (drivertest.Harness, error) {
 		return runscHarness{&harness{e: e, cfg: cfg}}, nil
