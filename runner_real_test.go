@@ -183,7 +183,7 @@ func hostProcessesWith(s []byte, file string) []string {
 // release whose receipt starts with the runner's proof.
 func TestRunnerTasksInRealTargets(t *testing.T) {
 	bin, _ := testenv.RunnerBinarySum(t)
-	for name, mk := range map[string]func(testing.TB) realTarget{"docker": dockerTarget, "ssh": sshTarget, "local": localTarget} {
+	for name, mk := range map[string]func(testing.TB) realTarget{"docker": dockerTarget, "docker-runsc": dockerRunscTarget, "ssh": sshTarget, "local": localTarget} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			tg := mk(t)
@@ -298,7 +298,7 @@ func TestRunnerTasksInRealTargets(t *testing.T) {
 				t.Errorf("receipt %s %q, want confirmed with the runner's proof first", l.Cleanup, l.CleanupEvidence)
 			}
 			t.Logf("%s receipt: %s", name, l.CleanupEvidence)
-			if name != "docker" {
+			if tg.driver != "docker" {
 				// The host lease's tag check ended the runner too.
 				if left := hostProcessesWith([]byte("BERTH_LEASE"+"="+h.ID()+"\x00"), "environ"); len(left) > 0 {
 					t.Errorf("processes tagged with lease %s left on the host: %v", h.ID(), left)

@@ -50,6 +50,17 @@
 // engine reports for the container (HostConfig.Runtime) before handing it
 // out; Acquire removes a container that runs under another.
 //
+// The provider health (drivers.HealthChecker) of a config is its engine's
+// /_ping and, when the config sets a runtime, the runtimes the engine's
+// info lists: a runtime it does not list is drivers.ErrUnavailable, the
+// sentence naming the runtimes it has, so the saved environment shows
+// unavailable and the gate refuses it before anything is created. Its
+// Endpoint is the engine host followed by " (runtime NAME)": configs of
+// one engine under different runtimes keep a measurement each. Validation
+// does no I/O (CAP-1): a runtime the engine lacks is saved, and an Acquire
+// that reaches the engine anyway is refused by its create, which makes
+// nothing.
+//
 // # Acquire
 //
 // A pinned digest is pulled only when the engine lacks it; a tag follows
@@ -93,6 +104,11 @@
 // until the engine reports the wrapper ended and no marked process is left;
 // Exec then returns an error wrapping the context's error. Process.Signal
 // sends other signals the same way. The image needs sh, grep and kill.
+// The kill execs of one container run one at a time: under gVisor
+// (Debian's runsc 0.0~20221219) two processes scanning /proc while
+// processes exit end the whole sandbox (the container exits with status
+// 2 and attached execs never end), so a signal waits for the kill before
+// it.
 // Limits: a process that clears its environment and leaves the process
 // group, or runs as another user (the container's root has no CAP_KILL),
 // escapes the kill; stopping or destroying the container ends it.

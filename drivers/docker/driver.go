@@ -306,7 +306,7 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		return nil, err
 	}
 	id := created.ID
-	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: id, runner: rm}
+	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: id, runner: rm, kills: make(chan struct{}, 1)}
 	if req.Allocated != nil {
 		if err := req.Allocated(ctx, id); err != nil {
 			d.removeQuietly(cli, id, rm)
@@ -364,7 +364,7 @@ func (d *driver) Resume(ctx context.Context, raw config.Config, providerLeaseID 
 	if err := checkContainerRuntime(cfg, ins); err != nil {
 		return nil, err
 	}
-	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: ins.ID, runner: d.runnerOf(ins)}
+	sb := &sandbox{d: d, cli: cli, cfg: cfg, id: ins.ID, runner: d.runnerOf(ins), kills: make(chan struct{}, 1)}
 	if ins.State == nil || !ins.State.Running {
 		if err := cli.ContainerStart(ctx, ins.ID, startOptions()); err != nil {
 			return nil, engineErr(cfg.host, "start container "+ins.ID, err)

@@ -71,6 +71,10 @@ type sandbox struct {
 
 	ingressMu sync.Mutex
 	ingress   *ingress // the open ingress, if any
+
+	// kills has room for one token (Acquire and Resume make it so): the
+	// kill execs of one container run one at a time (signalMarked).
+	kills chan struct{}
 }
 
 var (
@@ -286,7 +290,24 @@ func (p *process) killVerified(ctx context.Context) error {
 
 // signalMarked sends sig to every process in the container carrying the
 // marker and to the groups they lead; it returns how many it found.
+//
+// The kill execs of one container run one at a time, whoever sends them:
+// under gVisor (Debian's runsc 0.0~20221219, ptrace platform) two
+// processes reading /proc/<pid>/ files while processes come and go end
+// the whole sandbox within seconds (the container exits with status 2,
+// and every exec still attached waits forever: "urpc method
+// containerManager.WaitPID failed: EOF"). Seven commands signalled at
+// once, each signal resent until its command ends, did that every time;
+// one scan at a time never did. A signal or a cancellation waits for the
+// kill before it (one exec: about 50 ms under runc, 85 under runsc) or
+// for ctx.
 func (s *sandbox) signalMarked(ctx context.Context, marker, sig string) (int, error) {
+	select {
+	case s.kills <- struct{}{}:
+		defer func() { <-s.kills }()
+	case <-ctx.Done():
+		return 0, fmt.Errorf("docker %s: kill in container %s: waiting for the kill before it: %w", s.cfg.host, s.id, ctx.Err())
+	}
 	created, err := s.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		AttachStdout: true, AttachStderr: true,
 		Cmd: []string{"/bin/sh", "-c", killScript, "berth-kill", sig, marker},

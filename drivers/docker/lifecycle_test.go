@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,18 +91,25 @@ func TestCancelledSleepLeavesNothingRunning(t *testing.T) {
 // LEASE-9: a labelled container that no lease record owns is found by List
 // and removed by Destroy; a container berth did not make is neither listed
 // nor destroyed. LEASE-7: the destroy is confirmed, and a second one is
-// harmless.
+// harmless. The same under gVisor (issue 56: runtime runsc).
 func TestOrphanIsListedAndDestroyed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	forRuntimes(t, e, func(t *testing.T, overrides map[string]any) { orphanIsListedAndDestroyed(t, e, overrides) })
+}
+
+func orphanIsListedAndDestroyed(t *testing.T, e *env, overrides map[string]any) {
 	ctx := testCtx(t)
-	cfg := e.config(e.img.Ref, nil)
-	labels := map[string]string{"berth.instance": "inst-" + e.run, "berth.environment": "env-1"}
+	cfg := e.config(e.img.Ref, overrides)
+	// The instance label is the subtest's own: the runtimes' subtests run
+	// at once on one engine.
+	inst := "inst-" + e.run + "-" + filepath.Base(t.Name())
+	labels := map[string]string{"berth.instance": inst, "berth.environment": "env-1"}
 	orphan := e.acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "lost-lease", Labels: labels}).ID()
 
 	// A container with the same labels that berth did not make.
 	foreign, err := e.cli.ContainerCreate(ctx, &container.Config{Image: e.img.Ref, Cmd: []string{"true"},
-		Labels: map[string]string{"berth.instance": "inst-" + e.run, "berth.environment": "env-1", runLabel: e.run}},
+		Labels: map[string]string{"berth.instance": inst, "berth.environment": "env-1", runLabel: e.run}},
 		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)

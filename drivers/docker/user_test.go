@@ -43,13 +43,23 @@ func TestUserKnobRunsCommandsAsThatUser(t *testing.T) {
 }
 
 // Issue 11 item 8: with readonly_rootfs the workdir is a writable tmpfs
-// owned by the configured user; writes elsewhere in the root fail.
+// owned by the configured user; writes elsewhere in the root fail. The
+// same under gVisor (issue 56: runtime runsc).
 func TestReadonlyRootfsHasAWritableWorkdir(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	forRuntimes(t, e, func(t *testing.T, overrides map[string]any) {
+		readonlyRootfsHasAWritableWorkdir(t, e, overrides)
+	})
+}
+
+func readonlyRootfsHasAWritableWorkdir(t *testing.T, e *env, overrides map[string]any) {
 	ctx := testCtx(t)
-	cfg := e.config(e.img.Ref, map[string]any{docker.FieldReadonlyRootfs: true, docker.FieldWorkdir: "/workspace",
-		docker.FieldUser: "1234:2345", docker.FieldMemory: "256m"})
+	overrides[docker.FieldReadonlyRootfs] = true
+	overrides[docker.FieldWorkdir] = "/workspace"
+	overrides[docker.FieldUser] = "1234:2345"
+	overrides[docker.FieldMemory] = "256m"
+	cfg := e.config(e.img.Ref, overrides)
 	sb := e.acquire(ctx, cfg, drivers.AcquireRequest{})
 	ins, err := e.cli.ContainerInspect(ctx, sb.ID())
 	if err != nil {

@@ -65,13 +65,20 @@ default all):
   files-ssh      the same tree put through the SSH driver vs 'tar c' piped
                  into 'tar x' through one x/crypto/ssh session, and vs
                  OpenSSH's 'tar c | ssh host tar x', median of 5
+  runsc          under gVisor (the engine's runsc runtime, network none):
+                 a Docker lease vs 'docker run --rm --runtime runsc IMAGE
+                 true' and vs the same lease under runc, median of 5; an
+                 acquisition from a warm runsc pool to its first exec, and
+                 from a warm runner pool to its first task, vs that docker
+                 run, median of 5; a runner task start vs the same under
+                 runc and vs 'docker exec CONTAINER true'
 It starts what it needs the way berth's tests do (sshd, a loopback
 registry, a busybox test image, the runner built from the module's source)
 and removes it all at the end; a missing component skips its rows.
 `
 
 // benchWorkloads are the workload names of --only, in the order they run.
-var benchWorkloads = []string{"ssh", "docker", "docker-pool", "docker-runner-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas", "files-docker", "files-ssh"}
+var benchWorkloads = []string{"ssh", "docker", "docker-pool", "docker-runner-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas", "files-docker", "files-ssh", "runsc"}
 
 // benchRow is one line of the table (one JSON object with --json).
 type benchRow struct {
@@ -93,11 +100,14 @@ type benchScale struct {
 	// many puts each side makes (the median is reported).
 	treeFiles, fileRounds int
 	treeBytes             int64
+	// runscRounds is how many leases and pooled acquisitions each side of
+	// the runsc rows makes (the median is reported).
+	runscRounds int
 }
 
 var (
-	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30, treeFiles: 10000, fileRounds: 5, treeBytes: 100 << 20}
-	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, fileRounds: 1, treeBytes: 5 << 20}
+	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30, treeFiles: 10000, fileRounds: 5, treeBytes: 100 << 20, runscRounds: 5}
+	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, fileRounds: 1, treeBytes: 5 << 20, runscRounds: 1}
 )
 
 // pinsAtOnce is how many pins of one tag the pins workload starts at once.
@@ -156,7 +166,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 	workloads := map[string]func(*benchTB) []benchRow{
 		"ssh": b.sshRows, "docker": b.dockerRow, "docker-pool": b.dockerPoolRows, "docker-runner-pool": b.dockerRunnerPoolRows, "runner-task": b.runnerTaskRow, "runner-stream": b.runnerStreamRow, "pins": b.pinsRow,
 		"lease": b.leaseRows, "lease-postgres": b.leasePostgresRow, "replicas": b.replicaRows,
-		"files-docker": b.filesDockerRow, "files-ssh": b.filesSSHRows,
+		"files-docker": b.filesDockerRow, "files-ssh": b.filesSSHRows, "runsc": b.runscRows,
 	}
 	// The rows each workload produces, named for a skip or a failure.
 	planned := map[string][]benchRow{
@@ -190,6 +200,14 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 		"files-ssh": {
 			{Workload: "files put " + b.scale.treeName() + " (ssh, tar over the session)", Anchor: "tar c | x/crypto/ssh session tar x", Unit: "MB/s"},
 			{Workload: "files put " + b.scale.treeName() + " (ssh, tar over the session)", Anchor: "tar c | ssh host tar x (OpenSSH)", Unit: "MB/s"},
+		},
+		"runsc": {
+			{Workload: fmt.Sprintf("docker lease under runsc (acquire, exec true, destroy), median of %d", b.scale.runscRounds), Anchor: "docker run --rm --runtime runsc IMAGE true", Unit: "ms"},
+			{Workload: fmt.Sprintf("docker lease under runsc (acquire, exec true, destroy), median of %d", b.scale.runscRounds), Anchor: "the same lease under runc", Unit: "ms"},
+			{Workload: fmt.Sprintf("docker pool under runsc: acquire to first exec, median of %d", b.scale.runscRounds), Anchor: "docker run --rm --runtime runsc IMAGE true", Unit: "ms"},
+			{Workload: fmt.Sprintf("docker runner pool under runsc: acquire to first task, median of %d", b.scale.runscRounds), Anchor: "docker run --rm --runtime runsc IMAGE true", Unit: "ms"},
+			{Workload: fmt.Sprintf("runner task start (true) under runsc, median of %d", b.scale.tasks), Anchor: "the same task under runc", Unit: "ms"},
+			{Workload: fmt.Sprintf("runner task start (true) under runsc, median of %d", b.scale.tasks), Anchor: "docker exec CONTAINER true (runsc)", Unit: "ms"},
 		},
 	}
 	var failures []error

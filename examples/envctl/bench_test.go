@@ -203,3 +203,35 @@ func TestBenchFilesRows(t *testing.T) {
 		checkMeasured(t, r)
 	}
 }
+
+// TestBenchRunscRows runs the runsc rows at the quick scale (one round,
+// five runner tasks): a Docker lease under runsc vs docker run --runtime
+// runsc and vs the same lease under runc, a warm runsc pool's acquisition,
+// and a runner task under runsc vs under runc and vs docker exec, in ms
+// (skipped without the engine's runsc runtime unless
+// BERTH_REQUIRE_REAL=1). The workload fails when a pooled lease was not
+// adopted from the pool or a task did not exit 0.
+func TestBenchRunscRows(t *testing.T) {
+	out, errOut, err := runCLI(t, "", "bench", "--quick", "--json", "--only", "runsc")
+	if err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	rows := benchRows(t, out)
+	anchors := []string{"docker run --rm --runtime runsc IMAGE true", "the same lease under runc", "docker run --rm --runtime runsc IMAGE true",
+		"docker run --rm --runtime runsc IMAGE true", "the same task under runc", "docker exec CONTAINER true (runsc)"}
+	if len(rows) != len(anchors) {
+		t.Fatalf("bench --only runsc printed %d rows, want %d:\n%s", len(rows), len(anchors), out)
+	}
+	for i, r := range rows {
+		if r.Anchor != anchors[i] || !strings.Contains(r.Workload, "under runsc") || r.Unit != "ms" {
+			t.Errorf("row %d: %+v, want a row under runsc against %q in ms", i, r, anchors[i])
+		}
+		if r.Skipped != "" {
+			if testenv.RequireReal() {
+				t.Errorf("row %q skipped under BERTH_REQUIRE_REAL=1: %s", r.Workload, r.Skipped)
+			}
+			continue
+		}
+		checkMeasured(t, r)
+	}
+}

@@ -25,17 +25,36 @@ const poolSize = 3
 // refill is not timed: it is the cost the pool moves out of the acquire);
 // the lease is released with destroy after the clock stops.
 func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
-	ctx := t.ctx
 	cliBin := lookPath(t, "docker", "the docker CLI")
 	img, run := dockerImage(t)
+	anchor := func() *exec.Cmd {
+		return exec.CommandContext(t.ctx, cliBin, "run", "--rm", "--label", benchLabel+"="+run, img.Ref, "true")
+	}
+	leases := b.scale.poolLeases
+	ours, theirs := b.poolAcquisitions(t, "bench-docker-pool", map[string]any{"image": img.Ref, "labels": map[string]any{benchLabel: run}}, leases, anchor)
+	return []benchRow{
+		row(t, fmt.Sprintf("docker pool: acquire to first exec, p50 of %d", leases), "docker run --rm IMAGE true, p50", "ms",
+			pct(ours, 50), pct(theirs, 50)),
+		row(t, fmt.Sprintf("docker pool: acquire to first exec, p99 of %d", leases), "docker run --rm IMAGE true, p99", "ms",
+			pct(ours, 99), pct(theirs, 99)),
+	}
+}
+
+// poolAcquisitions saves a Docker environment name of config with a warm
+// pool of poolSize and measures leases acquisitions from it, each to its
+// first `exec true` completed, alternated with anchor (after a warm-up of
+// both). Before each measured lease the pool is full again (its
+// background refill is not timed: it is the cost the pool moves out of
+// the acquire); the lease is released with destroy after the clock stops.
+func (b *bench) poolAcquisitions(t *benchTB, name string, config map[string]any, leases int, anchor func() *exec.Cmd) (ours, theirs []time.Duration) {
+	ctx := t.ctx
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{docker.New(nil)}})
 	if err != nil {
 		t.Fatalf("berth.New: %v", err)
 	}
 	t.Cleanup(func() { sys.Close() })
-	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: "bench-docker-pool", Driver: "docker",
-		Config: map[string]any{"image": img.Ref, "labels": map[string]any{benchLabel: run}},
-		Pool:   &environment.Pool{Size: poolSize}})
+	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: name, Driver: "docker",
+		Config: config, Pool: &environment.Pool{Size: poolSize}})
 	if err != nil {
 		t.Fatalf("save the target: %v", err)
 	}
@@ -61,25 +80,16 @@ func (b *bench) dockerPoolRows(t *benchTB) []benchRow {
 		}
 		return took
 	}
-	anchor := func() *exec.Cmd {
-		return exec.CommandContext(ctx, cliBin, "run", "--rm", "--label", benchLabel+"="+run, img.Ref, "true")
-	}
 	full()
 	lease1() // warm: both sides then run from the engine's image
 	timed(t, anchor())
-	leases := b.scale.poolLeases
-	ours, theirs := make([]time.Duration, 0, leases), make([]time.Duration, 0, leases)
+	ours, theirs = make([]time.Duration, 0, leases), make([]time.Duration, 0, leases)
 	for range leases {
 		full()
 		ours = append(ours, lease1())
 		theirs = append(theirs, timed(t, anchor()))
 	}
-	return []benchRow{
-		row(t, fmt.Sprintf("docker pool: acquire to first exec, p50 of %d", leases), "docker run --rm IMAGE true, p50", "ms",
-			pct(ours, 50), pct(theirs, 50)),
-		row(t, fmt.Sprintf("docker pool: acquire to first exec, p99 of %d", leases), "docker run --rm IMAGE true, p99", "ms",
-			pct(ours, 99), pct(theirs, 99)),
-	}
+	return ours, theirs
 }
 
 // pct returns the p-th percentile of ds in milliseconds (nearest rank).
@@ -96,9 +106,29 @@ func pct(ds []time.Duration, p int) float64 {
 // the member's session over (nothing launched), to its task `true`
 // completed, vs `docker run --rm IMAGE true`, p50 and p99.
 func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
-	ctx := t.ctx
 	cliBin := lookPath(t, "docker", "the docker CLI")
 	img, run := dockerImage(t)
+	anchor := func() *exec.Cmd {
+		return exec.CommandContext(t.ctx, cliBin, "run", "--rm", "--network", "none", "--label", benchLabel+"="+run, img.Ref, "true")
+	}
+	leases := b.scale.poolLeases
+	ours, theirs := b.runnerPoolAcquisitions(t, "bench-docker-runner-pool",
+		map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{benchLabel: run}}, leases, anchor)
+	return []benchRow{
+		row(t, fmt.Sprintf("docker runner pool: acquire to first task, p50 of %d", leases), "docker run --rm IMAGE true, p50", "ms",
+			pct(ours, 50), pct(theirs, 50)),
+		row(t, fmt.Sprintf("docker runner pool: acquire to first task, p99 of %d", leases), "docker run --rm IMAGE true, p99", "ms",
+			pct(ours, 99), pct(theirs, 99)),
+	}
+}
+
+// runnerPoolAcquisitions saves a Docker environment name of config with a
+// runner pool of poolSize and measures leases acquisitions from it, each
+// through its first Handle.Run to the task `true` completed, alternated
+// with anchor after a warm-up of both (the pool full again before each,
+// not timed; the lease destroyed after the clock stops).
+func (b *bench) runnerPoolAcquisitions(t *benchTB, name string, config map[string]any, leases int, anchor func() *exec.Cmd) (ours, theirs []time.Duration) {
+	ctx := t.ctx
 	bin, err := runnerbin.Binary(ctx, runtime.GOARCH, &runnerbin.Options{Progress: func(msg string) { fmt.Fprintln(b.g.stderr, "envctl bench: "+msg) }})
 	if err != nil {
 		t.Skipf("no runner binary: %v", err)
@@ -108,9 +138,8 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 		t.Fatalf("berth.New: %v", err)
 	}
 	t.Cleanup(func() { sys.Close() })
-	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: "bench-docker-runner-pool", Driver: "docker",
-		Config: map[string]any{"image": img.Ref, "network": "none", "labels": map[string]any{benchLabel: run}},
-		Pool:   &environment.Pool{Size: poolSize, Runner: true}})
+	env, err := sys.Catalog().Create(ctx, b.g.as, environment.CreateRequest{Name: name, Driver: "docker",
+		Config: config, Pool: &environment.Pool{Size: poolSize, Runner: true}})
 	if err != nil {
 		t.Fatalf("save the target: %v", err)
 	}
@@ -144,25 +173,16 @@ func (b *bench) dockerRunnerPoolRows(t *benchTB) []benchRow {
 		}
 		return took
 	}
-	anchor := func() *exec.Cmd {
-		return exec.CommandContext(ctx, cliBin, "run", "--rm", "--network", "none", "--label", benchLabel+"="+run, img.Ref, "true")
-	}
 	full()
 	lease1()
 	timed(t, anchor())
-	leases := b.scale.poolLeases
-	ours, theirs := make([]time.Duration, 0, leases), make([]time.Duration, 0, leases)
+	ours, theirs = make([]time.Duration, 0, leases), make([]time.Duration, 0, leases)
 	for range leases {
 		full()
 		ours = append(ours, lease1())
 		theirs = append(theirs, timed(t, anchor()))
 	}
-	return []benchRow{
-		row(t, fmt.Sprintf("docker runner pool: acquire to first task, p50 of %d", leases), "docker run --rm IMAGE true, p50", "ms",
-			pct(ours, 50), pct(theirs, 50)),
-		row(t, fmt.Sprintf("docker runner pool: acquire to first task, p99 of %d", leases), "docker run --rm IMAGE true, p99", "ms",
-			pct(ours, 99), pct(theirs, 99)),
-	}
+	return ours, theirs
 }
 
 // poolFull returns a func that waits until environment envID's pool holds
