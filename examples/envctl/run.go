@@ -301,7 +301,7 @@ type runReport struct {
 	// --collect.
 	Workspace *workspace.Workspace `json:"workspace,omitempty"`
 	Collected *workspace.Receipt   `json:"collected,omitempty"`
-	ExitCode int  `json:"exitCode"`
+	ExitCode  int                  `json:"exitCode"`
 }
 
 // runTask leases the target with a runner and runs argv through
