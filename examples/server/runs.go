@@ -317,7 +317,11 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 		rctx, cancel := context.WithDeadline(rs.base, deadline.Add(runDeadlineMargin))
 		defer cancel()
 		actx, acancel := context.WithTimeout(rctx, attachTimeout)
-		task, err := h.Run(actx, lease.Command{TaskID: taskID, Argv: body.Argv, Deadline: deadline, StopGrace: 2 * time.Second})
+		dir, err := rs.s.workspaceDir(actx, p, h.ID())
+		var task *lease.Task
+		if err == nil {
+			task, err = h.Run(actx, lease.Command{TaskID: taskID, Argv: body.Argv, Deadline: deadline, StopGrace: 2 * time.Second, Dir: dir})
+		}
 		acancel()
 		if err != nil {
 			rs.fail(rn, err)
@@ -588,7 +592,10 @@ func (rs *runs) adopt(ctx context.Context, id string) (bool, error) {
 		actx, acancel := context.WithTimeout(context.WithoutCancel(rctx), attachTimeout)
 		var task *lease.Task
 		if rec.view.Status == runStarting {
-			task, err = h.Run(actx, lease.Command{TaskID: rec.view.Task, Argv: rec.argv, Deadline: rec.view.Deadline, StopGrace: 2 * time.Second})
+			var dir string
+			if dir, err = rs.s.workspaceDir(actx, rec.owner, h.ID()); err == nil {
+				task, err = h.Run(actx, lease.Command{TaskID: rec.view.Task, Argv: rec.argv, Deadline: rec.view.Deadline, StopGrace: 2 * time.Second, Dir: dir})
+			}
 		} else {
 			task, err = h.Reattach(actx, rec.view.Task)
 		}

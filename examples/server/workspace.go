@@ -34,6 +34,28 @@ type workspaceShow struct {
 	Workspaces []workspaceView `json:"workspaces"`
 }
 
+// workspaceDir is the working directory of a run's task in the lease id:
+// the directory of the lease's one live workspace (POST …/workspace
+// prepared it in a held lease), else "" (the sandbox's own). Derived from
+// the lease alone, so that a replica taking a run over finds the same.
+func (s *server) workspaceDir(ctx context.Context, p authz.Principal, id string) (string, error) {
+	recs, err := s.sys.Workspaces().Show(ctx, p, id)
+	if err != nil {
+		return "", fmt.Errorf("the workspaces of lease %s: %w", id, err)
+	}
+	dir := ""
+	for _, w := range recs {
+		if w.State == workspace.StateEnded {
+			continue
+		}
+		if dir != "" {
+			return "", nil // several: none is the run's
+		}
+		dir = w.Dir
+	}
+	return dir, nil
+}
+
 // leaseHandle returns the caller's handle of the path's lease
 // (lease.Manager.Open: authz.ActionLease, its holder and operators).
 func (s *server) leaseHandle(r *http.Request) (*lease.Lease, *lease.Handle, error) {
