@@ -106,7 +106,8 @@ a directory of this host (links go in as links; .env, .env.*, *.pem,
 id_* and .git/config left out), or a Git repository this host's git
 reads (a path or URL, at REF: a branch, tag or commit; default its HEAD),
 shallow, as a repository where the target has git. Its key is --workspace
-W (else a fresh one): a workspace of the company, --project and key. The
+W (else a fresh one), its owner the company and the scope's project
+(--project without ENV; with ENV none). The
 task runs with its working directory in the workspace (a progress line
 names it and its checkpoint). --collect DEST, after the task whatever its
 exit, unpacks the files the task added or changed since the checkpoint

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,8 +83,13 @@ func TestRunPreparesAndCollectsTheWorkspace(t *testing.T) {
 	git("add", "a.txt")
 	git("commit", "-qm", "base")
 	gdest := filepath.Join(t.TempDir(), "changes")
-	c.ok("--json", "run", "here", "--company", "acme", "--workspace-git", repo+"@main", "--collect", gdest, "--runner-binary", bin, "--",
+	var rep runReport
+	c.okJSON(&rep, "run", "here", "--company", "acme", "--workspace-git", repo+"@main", "--collect", gdest, "--runner-binary", bin, "--",
 		"sh", "-c", `echo b >> a.txt && git -c user.name=a -c user.email=a@example.com commit -qam agent && echo u > u.txt`)
+	if rep.Workspace == nil || rep.Workspace.Source.Ref != "main" || rep.Workspace.Checkpoint.Commit == "" || rep.Collected == nil ||
+		!slices.Equal(rep.Collected.Changed, []string{"a.txt", "u.txt"}) || rep.Collected.Head.Commit == rep.Collected.Base.Commit || rep.Collected.Head.Commit == "" {
+		t.Errorf("run --json: workspace %+v, collected %+v; want the Git source at main, a.txt and u.txt changed, a new head commit", rep.Workspace, rep.Collected)
+	}
 	if b, err := os.ReadFile(gdest + ".bundle"); err != nil || !bytes.HasPrefix(b, []byte("# v2 git bundle")) {
 		t.Errorf("%s.bundle = %.40q, %v; want a git bundle", gdest, b, err)
 	}

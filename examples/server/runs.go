@@ -116,7 +116,10 @@ type runBody struct {
 	// stopped with the runner's proof) instead of releasing it: the next
 	// run names it by leaseId, or, with a workspace, acquires the same
 	// lease again (policy reuse_by_workspace, whose reuse key is the
-	// company, the environment, the project and the workspace).
+	// company, the environment, the project and the workspace). A run's
+	// task runs in its lease's one live workspace (POST …/workspace
+	// prepared it in the held lease), else in the sandbox's working
+	// directory.
 	Hold bool `json:"hold,omitempty"`
 }
 
