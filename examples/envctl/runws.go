@@ -45,23 +45,10 @@ func taskWorkspace(ctx context.Context, g *globals, sys *system, h *lease.Handle
 		progress("workspace %s (%s) ready in %s at %s", ws.Key, ws.ID, ws.Dir, checkpointText(ws.Checkpoint))
 		return ws, nil
 	}
-	ws, err := liveWorkspace(ctx, g, sys, h.ID())
-	switch {
-	case err != nil && wsu != nil && wsu.collect != "":
-		return nil, err
-	case err != nil || ws == nil:
-		return nil, nil
-	}
-	progress("task runs in workspace %s (%s), %s", ws.Key, ws.ID, ws.Dir)
-	return ws, nil
-}
-
-// liveWorkspace returns the one live workspace of the lease id (nil when
-// it has none), or an error when it has several.
-func liveWorkspace(ctx context.Context, g *globals, sys *system, id string) (*workspace.Workspace, error) {
-	recs, err := sys.Workspaces().Show(ctx, g.as, id)
+	collect := wsu != nil && wsu.collect != ""
+	recs, err := sys.Workspaces().Show(ctx, g.as, h.ID())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the workspaces of lease %s: %w", h.ID(), err)
 	}
 	var live []*workspace.Workspace
 	for _, w := range recs {
@@ -69,17 +56,19 @@ func liveWorkspace(ctx context.Context, g *globals, sys *system, id string) (*wo
 			live = append(live, w)
 		}
 	}
-	switch len(live) {
-	case 0:
-		return nil, fmt.Errorf("lease %s holds no live workspace: prepare one with 'envctl run ... --workspace-dir DIR' (or --workspace-git)", id)
-	case 1:
-		return live[0], nil
+	switch {
+	case len(live) == 1:
+		ws := live[0]
+		progress("task runs in workspace %s (%s), %s", ws.Key, ws.ID, ws.Dir)
+		return ws, nil
+	case len(live) == 0 && collect:
+		return nil, fmt.Errorf("lease %s holds no live workspace to collect: prepare one with 'envctl run ENV ... --workspace-dir DIR --hold' (or --workspace-git)", h.ID())
+	case len(live) > 1 && collect:
+		return nil, fmt.Errorf("lease %s holds %d live workspaces: --collect cannot tell which; collect with 'envctl workspace get %s --workspace ID'", h.ID(), len(live), h.ID())
+	case len(live) > 1:
+		progress("lease %s holds %d live workspaces: the task runs in its working directory", h.ID(), len(live))
 	}
-	ids := make([]string, len(live))
-	for i, w := range live {
-		ids[i] = w.ID
-	}
-	return nil, fmt.Errorf("lease %s holds %d live workspaces (%s): name one with --workspace ID", id, len(live), strings.Join(ids, ", "))
+	return nil, nil
 }
 
 // collectWorkspace collects what changed in ws into the directory dest
