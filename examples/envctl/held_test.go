@@ -121,6 +121,12 @@ func TestRunHoldsTheLeaseAcrossTurns(t *testing.T) {
 		t.Errorf("the link out of the destination was written")
 	}
 
+	// issue 52 item 5: --collect in a held lease without a workspace is
+	// refused before the task runs.
+	if _, _, err := c.exec("", "run", "--lease", id, "--collect", t.TempDir(), "--", "true"); err == nil || !strings.Contains(err.Error(), "holds no live workspace to collect") {
+		t.Errorf("run --lease --collect without a workspace: %v", err)
+	}
+
 	// run --hold stopped its task with proof: the release needs no runner.
 	if got := c.ok("lease", "release", id); !strings.Contains(got, "released") || !strings.Contains(got, "cleanup: confirmed") {
 		t.Errorf("lease release %s:\n%s", id, got)

@@ -33,7 +33,9 @@
 //	run --company C [--workspace W] [--project P] [--agent A] -- ARGV...  (through the scope's binding)
 //	run ENV|--company C ... --workspace W --hold -- ARGV...  (keep the lease: reuse_by_workspace)
 //	run --lease LEASE -- ARGV...  (in a held lease, kept held)
-//	workspace ls|get|put LEASE [PATH] [--to DIR|--from DIR]
+//	run ENV --company C [--workspace W] --workspace-dir DIR|--workspace-git REPO[@REF] [--collect DEST] -- ARGV...  (the task runs in the workspace)
+//	workspace ls|get|put LEASE [PATH] [--to DIR|--from DIR] [--workspace ID|--workdir]
+//	workspace show LEASE
 //	probe ENV --company C [--runner [--runner-binary PATH]]
 //	probe --draft --driver D --config FILE|-
 //	qualification show ENV --company C
@@ -196,10 +198,14 @@ commands:
                              runner, streaming its output; --managed-account
                              hands it a managed account (see 'envctl run -h')
                              --hold keeps the lease for the next turn, and
-                             run --lease LEASE runs in a held one
-  workspace ls|get|put LEASE [PATH]
+                             run --lease LEASE runs in a held one;
+                             --workspace-dir DIR (--workspace-git REPO[@REF])
+                             prepares a workspace the task runs in, --collect
+                             DEST brings its changes back
+  workspace ls|get|put|show LEASE [PATH]
                              list, download or upload the files of a live
-                             lease (see 'envctl workspace -h')
+                             lease or its workspace, show its workspaces
+                             (see 'envctl workspace -h')
   probe ENV --company C      probe a saved environment (progress on stderr)
   probe --draft --driver D --config FILE
                              probe an unsaved config; saves no environment

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/handover"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/workspace"
 )
 
 // RunnerBinaryEnv is the environment variable envctl reads for the runner
@@ -33,9 +35,10 @@ const runnerBuildHint = "CGO_ENABLED=0 go build -o berth-runner ./cmd/berth-runn
 const ManagedAccountFileEnv = "MANAGED_ACCOUNT_FILE"
 
 const runUsage = `usage: envctl run ENV --company C [--workspace W] [--run R] [--runner-binary PATH] [--connect-timeout D] [--json]
-                 [--hold] [--managed-account REF [--account-file PATH] [--project P]...] -- ARGV...
+                 [--hold] [--managed-account REF [--account-file PATH] [--project P]...]
+                 [--workspace-dir DIR | --workspace-git REPO[@REF]] [--collect DEST] -- ARGV...
        envctl run --company C [--workspace W] [--project P] [--agent A] [--hold] [...] -- ARGV...
-       envctl run --lease LEASE [--connect-timeout D] [--json] [--managed-account REF ...] -- ARGV...
+       envctl run --lease LEASE [--connect-timeout D] [--json] [--managed-account REF ...] [--collect DEST] -- ARGV...
 
 run executes ARGV in a leased sandbox through berth's runner: it leases ENV
 (by id or name; without ENV through the binding of the scope) with a
@@ -97,9 +100,38 @@ ssh lease once the holder's claim expired (30s after the holding envctl
 exited); a local lease only in the process that acquired it, so --hold
 on local keeps nothing past the process (a sweep ends it).
 
+--workspace-dir DIR or --workspace-git REPO[@REF] puts the agent's
+project into the sandbox before the task (package workspace: Prepare):
+a directory of this host (links go in as links; .env, .env.*, *.pem,
+id_* and .git/config left out), or a Git repository this host's git
+reads (a path or URL, at REF: a branch, tag or commit; default its HEAD),
+shallow, as a repository where the target has git. Its key is --workspace
+W (else a fresh one), its owner the company and the scope's project
+(--project without ENV; with ENV none). The
+task runs with its working directory in the workspace (a progress line
+names it and its checkpoint). --collect DEST, after the task whatever its
+exit, unpacks the files the task added or changed since the checkpoint
+into the directory DEST (tarsafe.Extract: nothing outside it) and, for a
+Git source, writes the agent's commits as a bundle DEST.bundle (fetch it:
+git fetch DEST.bundle HEAD) and its uncommitted changes as DEST.diff
+(git apply), each only when not empty; the progress line counts the
+changed and deleted paths ('envctl workspace show LEASE' lists them
+while the lease lives). envctl still exits with the task's code; a failed
+collect exits 1. A held lease keeps its workspace: 'run --lease LEASE'
+runs in its one live workspace and takes --collect. berth reads a host's
+directory or repository only for a principal allowed to (authz
+ActionReadHost: operators, envctl's default --as); an agent (--as
+agent:ID@C) is refused both: its files go in as an archive ('envctl
+workspace put' into a workspace, or the server's workspace route).
+
+The one flow of an agent's turn: acquire (ENV, or a scope's binding) ->
+prepare the workspace -> run the task in it -> stream its output ->
+collect its changes -> release, or --hold for the next turn.
+
 --json prints, instead of the live output, the task's stored output (its
 chunks in order, each naming its stream, bytes base64-encoded), its exit,
-the stop proofs and the lease receipt as one JSON object on stdout.
+the stop proofs, the lease receipt, the workspace record and the
+collect's receipt as one JSON object on stdout.
 `
 
 // exitStatus is the exit code of a task that envctl passes on (main
@@ -117,7 +149,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	fs.SetOutput(g.stderr)
 	fs.BoolVar(&g.json, "json", g.json, "print the event log as JSON")
 	company := fs.String("company", "", "company the lease is for (required)")
-	workspace := fs.String("workspace", "", "workspace of the scope (and working directory hint)")
+	wsName := fs.String("workspace", "", "workspace of the scope (and working directory hint)")
 	runID := fs.String("run", "", "run id of the lease")
 	var projects projectList
 	fs.Var(&projects, "project", "project of the scope (lease through its binding); with ENV, a project of the managed account's project set (repeatable)")
@@ -128,6 +160,9 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	connectTimeout := fs.Duration("connect-timeout", 2*time.Minute, "how long to wait for the runner to install, start and connect")
 	hold := fs.Bool("hold", false, "keep the lease after the task (reuse_by_workspace with --workspace) and print its id")
 	heldID := fs.String("lease", "", "run in this held lease (and keep it held)")
+	wsDir := fs.String("workspace-dir", "", "prepare a workspace from this directory of the host before the task, which runs in it")
+	wsGit := fs.String("workspace-git", "", "prepare a workspace from this Git repository (REPO[@REF]) before the task, which runs in it")
+	collect := fs.String("collect", "", "after the task, unpack what it changed in its workspace into this directory (Git: DEST.bundle, DEST.diff beside it)")
 	pos, err := parseInterleaved(fs, args)
 	dash := slices.Index(args, "--")
 	if err != nil || dash < 0 || len(args[dash+1:]) == 0 {
@@ -154,12 +189,34 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 		return errors.New("run: flag --account-file needs --managed-account")
 	}
 	if *heldID != "" {
-		if len(pos) > 0 || *company != "" || *workspace != "" || *agent != "" || *runID != "" || *hold || len(projects) > 0 && *account == "" {
+		if len(pos) > 0 || *company != "" || *wsName != "" || *agent != "" || *runID != "" || *hold || len(projects) > 0 && *account == "" {
 			return fmt.Errorf("run --lease %s: the held lease names its environment, company and workspace: leave out ENV and --company, --workspace, --project, --agent, --run and --hold", *heldID)
 		}
 	}
-	req := lease.AcquireRequest{Company: *company, Run: *runID, Workspace: *workspace, Project: project}
-	if *hold && *workspace != "" {
+	var src *workspace.Source
+	switch {
+	case *wsDir != "" && *wsGit != "":
+		return errors.New("run: flags --workspace-dir and --workspace-git: name one source")
+	case (*wsDir != "" || *wsGit != "") && *heldID != "":
+		return fmt.Errorf("run --lease %s: the held lease's workspace was prepared by its first run: leave out --workspace-dir and --workspace-git", *heldID)
+	case *wsDir != "":
+		abs, err := filepath.Abs(*wsDir)
+		if err != nil {
+			return fmt.Errorf("run: flag --workspace-dir: %w", err)
+		}
+		src = &workspace.Source{Kind: workspace.SourceDir, Location: abs}
+	case *wsGit != "":
+		loc, ref := splitGitRef(*wsGit)
+		if fi, err := os.Stat(loc); err == nil && fi.IsDir() {
+			loc, _ = filepath.Abs(loc)
+		}
+		src = &workspace.Source{Kind: workspace.SourceGit, Location: loc, Ref: ref}
+	}
+	if *collect != "" && src == nil && *heldID == "" {
+		return errors.New("run: flag --collect needs a workspace: --workspace-dir, --workspace-git, or --lease of a lease that holds one")
+	}
+	req := lease.AcquireRequest{Company: *company, Run: *runID, Workspace: *wsName, Project: project}
+	if *hold && *wsName != "" {
 		req.Policy = lease.ReuseByWorkspace
 	}
 	what := ""
@@ -168,7 +225,7 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 	} else if len(pos) == 1 {
 		what = pos[0]
 	} else {
-		req.Scope = &authz.Scope{Company: *company, Workspace: *workspace, Project: project, Agent: *agent}
+		req.Scope = &authz.Scope{Company: *company, Workspace: *wsName, Project: project, Agent: *agent}
 		what = "through the binding of " + req.Scope.String()
 	}
 	if *company == "" && *heldID == "" {
@@ -184,7 +241,34 @@ func runRun(ctx context.Context, g *globals, args []string) error {
 			return fmt.Errorf("run %s: flag --managed-account: %w", what, err)
 		}
 	}
-	return runTask(ctx, g, what, pos, req, argv, acct, held{id: *heldID, keep: *hold || *heldID != ""})
+	var ws *wsUse
+	if src != nil || *collect != "" {
+		ws = &wsUse{src: src, collect: *collect}
+	}
+	return runTask(ctx, g, what, pos, req, argv, acct, held{id: *heldID, keep: *hold || *heldID != ""}, ws)
+}
+
+// wsUse is the workspace of envctl run: the source prepared before the
+// task (nil: the held lease's one live workspace) and where its changes
+// are collected ("" for nowhere).
+type wsUse struct {
+	src     *workspace.Source
+	collect string
+}
+
+// splitGitRef splits REPO[@REF] at its last "@" when what follows names a
+// ref (no ":") and what precedes is not a URL's user (git@host:path keeps
+// its "@").
+func splitGitRef(s string) (repo, ref string) {
+	i := strings.LastIndex(s, "@")
+	if i <= 0 || i == len(s)-1 || strings.Contains(s[i+1:], ":") {
+		return s, ""
+	}
+	before := s[:i]
+	if j := strings.Index(before, "://"); j >= 0 && !strings.Contains(before[j+3:], "/") {
+		return s, "" // https://user@host/repo
+	}
+	return before, s[i+1:]
 }
 
 // held says which held lease a run uses (id, envctl run --lease) and
@@ -212,14 +296,19 @@ type runReport struct {
 	Proofs  []lease.StopProof   `json:"proofs,omitempty"`
 	Receipt *lease.Lease        `json:"receipt,omitempty"`
 	// Held says the lease was kept after the task (--hold, --lease).
-	Held     bool `json:"held,omitempty"`
-	ExitCode int  `json:"exitCode"`
+	Held bool `json:"held,omitempty"`
+	// Workspace is the workspace the task ran in (--workspace-dir,
+	// --workspace-git, or the held lease's), Collected the receipt of
+	// --collect.
+	Workspace *workspace.Workspace `json:"workspace,omitempty"`
+	Collected *workspace.Receipt   `json:"collected,omitempty"`
+	ExitCode  int                  `json:"exitCode"`
 }
 
 // runTask leases the target with a runner and runs argv through
 // lease.Handle.Run: the handle carries g.as's authority, so no principal
 // is passed again and no controller call is made here.
-func runTask(ctx context.Context, g *globals, what string, pos []string, req lease.AcquireRequest, argv []string, acct *accountUse, hd held) (err error) {
+func runTask(ctx context.Context, g *globals, what string, pos []string, req lease.AcquireRequest, argv []string, acct *accountUse, hd held, wsu *wsUse) (err error) {
 	progress := func(format string, a ...any) {
 		if !g.json {
 			fmt.Fprintf(g.stderr, "envctl: "+format+"\n", a...)
@@ -281,6 +370,15 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 		return err
 	}
 	rep.Task = cmd.TaskID
+	var ws *workspace.Workspace
+	if wsu != nil || hd.id != "" {
+		if ws, err = taskWorkspace(ctx, g, sys, h, req, wsu, progress); err != nil {
+			return fmt.Errorf("run %s: %w", what, err)
+		}
+		if ws != nil {
+			cmd.Dir, rep.Workspace = ws.Dir, ws
+		}
+	}
 	if acct != nil {
 		file := cmp.Or(acct.file, "/tmp/berth-managed-account-"+strings.TrimPrefix(rep.Task, "task_"))
 		use, err := managedAccountSecret(acct.ref, file, acct.projects)
@@ -366,6 +464,13 @@ func runTask(ctx context.Context, g *globals, what string, pos []string, req lea
 	code := o.exit.Code
 	if code < 0 {
 		code = 128 + signalNumber(o.exit.Signal)
+	}
+	if wsu != nil && wsu.collect != "" {
+		// After the task, whatever its exit: its changes are for the
+		// host to decide on. A failed collect fails envctl (exit 1).
+		if rep.Collected, err = collectWorkspace(ctx, g, sys, h, ws, wsu.collect, progress); err != nil {
+			return fmt.Errorf("run %s: task %s exited %d; collecting its workspace: %w", what, task.ID(), code, err)
+		}
 	}
 	if o.exit.Error != "" {
 		progress("task %s: %s", task.ID(), o.exit.Error)

@@ -137,6 +137,32 @@ func TestRunInRealTargets(t *testing.T) {
 			t.Errorf("lease release %s:\n%s", id, got)
 		}
 	})
+	// issue 52 item 5: a held lease keeps its workspace; the next turn,
+	// another envctl process ('run --lease'), runs in it and collects what
+	// both turns changed, and workspace show reads the changes (the fake's
+	// runner runs its tasks on this host, outside the fake's sandbox).
+	t.Run("box-held-workspace", func(t *testing.T) {
+		src := t.TempDir()
+		if err := os.WriteFile(filepath.Join(src, "f.txt"), []byte("base\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, err := c.exec("", "run", "box", "--company", "acme", "--workspace", "w2", "--workspace-dir", src, "--hold", "--runner-binary", bin, "--",
+			"sh", "-c", "echo one >> f.txt")
+		if err != nil {
+			t.Fatalf("run --workspace-dir --hold = %v\nstderr:\n%s", err, errOut)
+		}
+		id := heldLease(t, errOut)
+		dest := filepath.Join(t.TempDir(), "out")
+		out, errOut, err := c.exec("", "run", "--lease", id, "--collect", dest, "--", "sh", "-c", "pwd; echo two >> f.txt")
+		if err != nil || !strings.Contains(out, "/.berth/ws/w2-") {
+			t.Fatalf("run --lease %s = %v, %q; want it in workspace w2\nstderr:\n%s", id, err, out, errOut)
+		}
+		if b, err := os.ReadFile(filepath.Join(dest, "f.txt")); err != nil || string(b) != "base\none\ntwo\n" {
+			t.Errorf("collected f.txt = %q, %v", b, err)
+		}
+		wantContains(t, "workspace show", c.ok("workspace", "show", id), "(key w2)", "state:      ready", "changed:    f.txt")
+		c.ok("lease", "release", id)
+	})
 }
 
 // AUTH-2 (issue 18): envctl run --managed-account with the real runner

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,9 +19,16 @@ const workspaceUsage = `usage: envctl workspace COMMAND LEASE [PATH] [FLAGS]
   get LEASE [PATH] [--to DIR]     download PATH into DIR (default .)
   put LEASE [PATH] [--from DIR] [--exclude PATTERN]... [--no-default-excludes]
                                   upload DIR (default .) under PATH
+  show LEASE                      the lease's workspaces: source, checkpoint,
+                                  owner, state, and what changed since the
+                                  checkpoint (or the receipt of an ended one)
 
-PATH is relative to the lease's working directory (default: that
-directory); an absolute path, or one that leaves it, is refused. The
+ls, get and put act inside a workspace (package workspace): the one named
+by --workspace ID, else the lease's one live workspace when it has exactly
+one ('envctl run --workspace-dir' or --workspace-git prepared it), else,
+or with --workdir, the lease's working directory. PATH is relative to that
+directory (default: the directory itself); an absolute path, or one that
+leaves it, is refused. The
 files go through the driver's files capability (the Docker archive API or
 tar through the sandbox, tar over SSH, Daytona's toolbox, the fake's
 memory) of a live lease: a held one ('envctl run --hold'), a sandbox
@@ -33,7 +39,11 @@ that holds its session.
 berth authorizes each as --as does the lease: its company's agents and
 the operators read and write, a board member of its company lists only
 (a file can hold what a task was handed), a principal of another company
-does not find the lease.
+does not find the lease. Inside a workspace, get, put and show's changes
+open the lease as its holder does ('envctl run --lease'), so they reach a
+held lease of a sandbox driver (docker, daytona) or an ssh lease whose
+holder is gone, never a local one from another process; show then prints
+the records alone.
 
 get unpacks what the sandbox sends with berth's safe extractor
 (tarsafe.Extract): nothing is written outside DIR (no "..", no absolute
@@ -59,7 +69,19 @@ func runWorkspace(ctx context.Context, g *globals, args []string) error {
 	from := "."
 	var excludes projectList
 	noDefaults := false
+	wsID, workdir := "", false
+	if sub == "ls" || sub == "get" || sub == "put" {
+		fset.StringVar(&wsID, "workspace", "", "act inside this workspace (default: the lease's one live workspace)")
+		fset.BoolVar(&workdir, "workdir", false, "act in the lease's working directory, not in its workspace")
+	}
 	switch sub {
+	case "show":
+		pos, err := parseInterleaved(fset, args)
+		if err != nil || len(pos) != 1 {
+			fmt.Fprint(g.stderr, workspaceUsage)
+			return errUsage
+		}
+		return workspaceShow(ctx, g, pos[0])
 	case "ls":
 	case "get":
 		fset.StringVar(&to, "to", ".", "directory on this host to unpack into")
@@ -85,7 +107,10 @@ func runWorkspace(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer sys.Close()
-	files, err := sys.Leases().Files(ctx, g.as, id)
+	if wsID != "" && workdir {
+		return fmt.Errorf("workspace %s %s: flags --workspace and --workdir: name one", sub, id)
+	}
+	files, where, err := workspaceFiles(ctx, g, sys, sub, id, wsID, workdir)
 	if err != nil {
 		return fmt.Errorf("workspace %s %s: %w", sub, id, err)
 	}
@@ -125,32 +150,10 @@ func runWorkspace(ctx context.Context, g *globals, args []string) error {
 		defer root.Close()
 		// The sandbox writes into a pipe, the safe extractor reads it: a
 		// refused entry stops both.
-		pr, pw := io.Pipe()
-		done := make(chan error, 1)
-		go func() {
-			err := tarsafe.Extract(pr, root, tarsafe.Options{})
-			if err == nil {
-				// The zero blocks after the archive's end (bounded: the
-				// sandbox's to pad).
-				_, err = io.Copy(io.Discard, io.LimitReader(pr, 1<<20))
-			}
-			pr.CloseWithError(err)
-			done <- err
-		}()
-		gerr := files.GetArchive(ctx, dir, pw)
-		pw.CloseWithError(gerr)
-		xerr := <-done
-		if xerr != nil || gerr != nil {
-			// The one that failed first: the extractor's names the entry
-			// it refused (the sandbox's write then failed on the closed
-			// pipe); the sandbox's reached the extractor as a read error.
-			err := xerr
-			if gerr != nil && (xerr == nil || errors.Is(xerr, gerr)) {
-				err = gerr
-			}
+		if err := extractFrom(root, func(w io.Writer) error { return files.GetArchive(ctx, dir, w) }); err != nil {
 			return fmt.Errorf("workspace get %s %s into %s: %w", id, dir, to, err)
 		}
-		fmt.Fprintf(g.stderr, "envctl: %s of lease %s unpacked into %s\n", dir, id, to)
+		fmt.Fprintf(g.stderr, "envctl: %s of %s unpacked into %s\n", dir, where, to)
 		return nil
 	default: // put
 		root, err := os.OpenRoot(from)
@@ -169,7 +172,7 @@ func runWorkspace(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return fmt.Errorf("workspace put %s %s from %s: %w", id, dir, from, err)
 		}
-		fmt.Fprintf(g.stderr, "envctl: %s uploaded under %s of lease %s\n", from, dir, id)
+		fmt.Fprintf(g.stderr, "envctl: %s uploaded under %s of %s\n", from, dir, where)
 		return nil
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 	"github.com/berthdev/berth/lease"
+	"github.com/berthdev/berth/workspace"
 )
 
 // tab is one browser tab of a page test.
@@ -448,8 +449,9 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	// downloads as a tar archive.
 	admin.do("held run in ws1", chromedp.SetValue(chromedp.ID("run-cmd"), "mkdir -p notes && echo held-turn-one > notes/a.txt && echo done"),
 		chromedp.Click(chromedp.ID("run-hold")), chromedp.Click(chromedp.ID("run-start")))
+	admin.waitText("#run-output", "done") // this run's, not the last one's exit below
 	if s := admin.waitText("#run-exit", "exit status"); !strings.Contains(s, "exit status 0") {
-		t.Fatalf("the held run: %s, output %q", s, admin.text("#run-output"))
+		t.Fatalf("the held run: %s, output %q, status %q", s, admin.text("#run-output"), admin.text("#run-status"))
 	}
 	admin.waitText("#files-tree", "notes/")
 	admin.do("open notes", chromedp.Click(chromedp.CSS(`li[data-path="notes"] > details > summary`)))
@@ -461,6 +463,26 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	}
 	screenshot(t, root, "08b-held-run-files")
 	held := admin.text("#files-lease")
+
+	// issue 52 item 5: a workspace prepared in the held lease (an
+	// uploaded tar), then the workspace's next held run runs in it; the
+	// files panel shows its checkpoint, what the run changed, and its tree.
+	var ws workspace.Workspace
+	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/leases/" + held + "/workspace?key=ws1", token: tokAdmin,
+		header: map[string]string{"Content-Type": tarType}, body: string(tarBytes(t, [2]string{"main.c", "int main(){}\n"}))}).decode(t, &ws)
+	admin.do("held run in the workspace", chromedp.SetValue(chromedp.ID("run-cmd"), "echo fixed >> main.c && echo new > new.txt && pwd"),
+		chromedp.Click(chromedp.ID("run-start")))
+	admin.waitText("#run-output", ws.Dir) // the task's working directory
+	if s := admin.waitText("#run-exit", "exit status"); !strings.Contains(s, "exit status 0") {
+		t.Fatalf("the run in the workspace: %s, output %q", s, admin.text("#run-output"))
+	}
+	admin.waitText(`#files-workspaces .ws-changed`, "main.c new.txt")
+	if s := admin.text("#files-workspaces"); !strings.Contains(s, "Workspace ws1 ("+ws.ID+")") || !strings.Contains(s, "tree "+ws.Checkpoint.Tree) {
+		t.Errorf("the workspace panel: %q", s)
+	}
+	admin.waitText("#files-where", "The files of workspace ws1")
+	admin.waitText("#files-tree", "new.txt")
+	screenshot(t, root, "08c-held-run-workspace")
 	var rel lease.Lease
 	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/leases/" + held + "/release", token: tokAdmin}).decode(t, &rel)
 	if rel.Status != lease.StatusReleased {

@@ -38,13 +38,20 @@ type filesPut struct {
 
 // leaseFiles returns the files of the path's lease for the caller
 // (lease.Manager.Files: the holder's company's agents and the operators
-// read and write, a board member of the company lists only) and the path
-// asked for ("." by default).
+// read and write, a board member of the company lists only), or with
+// ?workspace=ID those of that workspace of the lease (paths relative to
+// its directory), and the path asked for ("." by default).
 func (s *server) leaseFiles(r *http.Request) (drivers.Files, string, error) {
 	if _, err := s.companyLease(r); err != nil {
 		return nil, "", err
 	}
-	f, err := s.sys.Leases().Files(r.Context(), principalOf(r), r.PathValue("id"))
+	var f drivers.Files
+	var err error
+	if ws := r.URL.Query().Get("workspace"); ws != "" {
+		f, err = s.workspaceFiles(r, ws)
+	} else {
+		f, err = s.sys.Leases().Files(r.Context(), principalOf(r), r.PathValue("id"))
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -106,20 +113,27 @@ func (s *server) getFiles(w http.ResponseWriter, r *http.Request) {
 
 // tarWriter sends the headers of a tar response at its first write and
 // refuses to write past limit bytes.
+// typ and name, when set, are the response's media type and file name
+// instead of a tar's.
 type tarWriter struct {
-	w       http.ResponseWriter
-	n       int64
-	limit   int64
-	started bool
+	w         http.ResponseWriter
+	n         int64
+	limit     int64
+	started   bool
+	typ, name string
 }
 
 func (t *tarWriter) start() {
 	if !t.started {
 		t.started = true
 		h := t.w.Header()
-		h.Set("Content-Type", tarType)
+		typ, name := tarType, "files.tar"
+		if t.typ != "" {
+			typ, name = t.typ, t.name
+		}
+		h.Set("Content-Type", typ)
 		h.Set("Cache-Control", "no-store")
-		h.Set("Content-Disposition", `attachment; filename="files.tar"`)
+		h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
 		t.w.WriteHeader(http.StatusOK)
 	}
 }

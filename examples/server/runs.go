@@ -116,7 +116,10 @@ type runBody struct {
 	// stopped with the runner's proof) instead of releasing it: the next
 	// run names it by leaseId, or, with a workspace, acquires the same
 	// lease again (policy reuse_by_workspace, whose reuse key is the
-	// company, the environment, the project and the workspace).
+	// company, the environment, the project and the workspace). A run's
+	// task runs in its lease's one live workspace (POST …/workspace
+	// prepared it in the held lease), else in the sandbox's working
+	// directory.
 	Hold bool `json:"hold,omitempty"`
 }
 
@@ -317,7 +320,11 @@ func (rs *runs) start(ctx context.Context, p authz.Principal, company string, bo
 		rctx, cancel := context.WithDeadline(rs.base, deadline.Add(runDeadlineMargin))
 		defer cancel()
 		actx, acancel := context.WithTimeout(rctx, attachTimeout)
-		task, err := h.Run(actx, lease.Command{TaskID: taskID, Argv: body.Argv, Deadline: deadline, StopGrace: 2 * time.Second})
+		dir, err := rs.s.workspaceDir(actx, p, h.ID())
+		var task *lease.Task
+		if err == nil {
+			task, err = h.Run(actx, lease.Command{TaskID: taskID, Argv: body.Argv, Deadline: deadline, StopGrace: 2 * time.Second, Dir: dir})
+		}
 		acancel()
 		if err != nil {
 			rs.fail(rn, err)
@@ -588,7 +595,10 @@ func (rs *runs) adopt(ctx context.Context, id string) (bool, error) {
 		actx, acancel := context.WithTimeout(context.WithoutCancel(rctx), attachTimeout)
 		var task *lease.Task
 		if rec.view.Status == runStarting {
-			task, err = h.Run(actx, lease.Command{TaskID: rec.view.Task, Argv: rec.argv, Deadline: rec.view.Deadline, StopGrace: 2 * time.Second})
+			var dir string
+			if dir, err = rs.s.workspaceDir(actx, rec.owner, h.ID()); err == nil {
+				task, err = h.Run(actx, lease.Command{TaskID: rec.view.Task, Argv: rec.argv, Deadline: rec.view.Deadline, StopGrace: 2 * time.Second, Dir: dir})
+			}
 		} else {
 			task, err = h.Reattach(actx, rec.view.Task)
 		}

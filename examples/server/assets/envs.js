@@ -559,9 +559,11 @@
   }
 
   // ---- the files of a held run's lease (…/leases/{id}/files) ----
-  let filesLease = null;
+  // filesWS is the workspace the tree is of ("" for the working directory).
+  let filesLease = null, filesWS = "";
   function filesPath(lease, path, archive) {
-    return companyPath("/leases/" + encodeURIComponent(lease) + "/files?path=" + encodeURIComponent(path) + (archive ? "&archive=1" : ""));
+    return companyPath("/leases/" + encodeURIComponent(lease) + "/files?path=" + encodeURIComponent(path) + (archive ? "&archive=1" : "") +
+      (filesWS ? "&workspace=" + encodeURIComponent(filesWS) : ""));
   }
   function filesError(e) {
     const el = document.getElementById("files-error");
@@ -654,6 +656,81 @@
     pre.dataset.path = path;
     pre.hidden = false;
   }
+  // showTree lists the tree of the workspace ws ("" for the lease's
+  // working directory).
+  function showTree(lease, ws, key) {
+    filesWS = ws;
+    setText(document.getElementById("files-where"), ws ? "The files of workspace " + key + " (" + ws + "):" : "The lease's working directory:");
+    document.getElementById("files-view").hidden = true;
+    listDir(lease, ".", document.getElementById("files-tree"));
+  }
+  function checkpointText(c) {
+    const parts = [];
+    if (c && c.commit) parts.push("commit " + c.commit);
+    if (c && c.tree) parts.push("tree " + c.tree);
+    return parts.length ? parts.join(", ") : "none";
+  }
+  // showWorkspaces shows the lease's live workspaces (…/workspace): the
+  // source, the checkpoint, what changed since it (a download of the
+  // changed files), and a button to browse each; the tree shows the one
+  // live workspace when there is exactly one.
+  async function showWorkspaces(lease) {
+    const box = document.getElementById("files-workspaces");
+    box.replaceChildren();
+    const res = await api("GET", companyPath("/leases/" + encodeURIComponent(lease) + "/workspace"));
+    if (res.status !== 200) { filesError(errOf(res)); showTree(lease, "", ""); return; }
+    const live = (res.body.workspaces || []).filter(function (v) { return v.workspace.state !== "ended"; });
+    const line = function (label, text) {
+      const p = document.createElement("p");
+      const b = document.createElement("strong");
+      b.textContent = label + ": ";
+      const c = document.createElement("code");
+      c.textContent = text;
+      p.append(b, c);
+      return p;
+    };
+    live.forEach(function (v) {
+      const w = v.workspace, div = document.createElement("div");
+      div.className = "workspace";
+      div.dataset.ws = w.id;
+      const h = document.createElement("p");
+      h.textContent = "Workspace " + w.key + " (" + w.id + "), " + w.state + ", from " + w.source.kind +
+        (w.source.location ? " " + w.source.location : "") + (w.source.ref ? " @ " + w.source.ref : "") +
+        ", of " + w.company + (w.project ? " / " + w.project : "");
+      div.append(h, line("Checkpoint", checkpointText(w.checkpoint)));
+      const ch = v.changes;
+      if (ch) {
+        const changed = line("Changed since the checkpoint", (ch.changed || []).join(" ") || "nothing");
+        changed.classList.add("ws-changed");
+        if ((ch.changed || []).length) {
+          const dl = document.createElement("a");
+          dl.href = companyPath("/leases/" + encodeURIComponent(lease) + "/workspace/" + encodeURIComponent(w.id) + "/changes");
+          dl.textContent = "download the changed files";
+          dl.setAttribute("download", w.key + "-changes.tar");
+          changed.append(" ", dl);
+        }
+        div.append(changed, line("Deleted", (ch.deleted || []).join(" ") || "nothing"));
+        if (ch.head && ch.head.commit && ch.head.commit !== (w.checkpoint || {}).commit) div.append(line("Head", checkpointText(ch.head)));
+      } else if (v.changesError) {
+        div.append(line("Changes", "not read: " + v.changesError));
+      }
+      const browse = document.createElement("button");
+      browse.type = "button";
+      browse.textContent = "browse its files";
+      browse.addEventListener("click", function () { showTree(lease, w.id, w.key); });
+      div.append(browse);
+      box.append(div);
+    });
+    if (live.length) {
+      const wd = document.createElement("button");
+      wd.type = "button";
+      wd.textContent = "browse the lease's working directory";
+      wd.addEventListener("click", function () { showTree(lease, "", ""); });
+      box.append(wd);
+    }
+    if (live.length === 1) showTree(lease, live[0].workspace.id, live[0].workspace.key);
+    else showTree(lease, "", "");
+  }
   function showFiles(lease) {
     const panel = document.getElementById("files-panel");
     if (!panel || filesLease === lease) return;
@@ -662,7 +739,7 @@
     setText(document.getElementById("files-lease"), lease);
     document.getElementById("files-error").hidden = true;
     document.getElementById("files-view").hidden = true;
-    listDir(lease, ".", document.getElementById("files-tree"));
+    showWorkspaces(lease);
   }
   if (runForm) {
     runForm.addEventListener("submit", async function (ev) {
