@@ -747,6 +747,11 @@
       const errEl = document.getElementById("run-error");
       errEl.hidden = true;
       if (source) { source.close(); source = null; }
+      // The last run's poll may have a read in flight: with runID cleared
+      // its answer is dropped (pollRun), so it cannot write that run's
+      // exit into the fields cleared below while this run starts.
+      if (runPoll) { clearInterval(runPoll); runPoll = null; }
+      runID = null;
       const body = { argv: ["sh", "-c", document.getElementById("run-cmd").value] };
       const target = document.getElementById("run-target").value;
       const ws = document.getElementById("run-workspace").value.trim();
