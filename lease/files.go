@@ -61,19 +61,8 @@ func (m *Manager) Files(ctx context.Context, p authz.Principal, id string) (driv
 		return nil, fmt.Errorf("lease %s is a host lease of driver %q: its files are reached through the process that holds its session, not this one: %w",
 			id, drv.Name(), drivers.ErrUnsupported)
 	default:
-		resumer, err := drivers.DriverAs[drivers.Resumer](drv)
-		if err != nil {
-			return nil, fmt.Errorf("lease %s: %w", id, err)
-		}
-		if l.ProviderLeaseID == "" {
-			return nil, fmt.Errorf("lease %s has no provider sandbox yet: %w", id, errcode.ErrConflict)
-		}
-		cfg, err := m.resolveConfig(ctx, drv, l.Config)
-		if err != nil {
-			return nil, fmt.Errorf("lease %s: %w", id, err)
-		}
-		if sb, err = resumer.Resume(ctx, cfg, l.ProviderLeaseID); err != nil {
-			return nil, fmt.Errorf("lease %s: resuming sandbox %s: %w", id, l.ProviderLeaseID, err)
+		if sb, err = m.resumeSandbox(ctx, drv, l); err != nil {
+			return nil, err
 		}
 	}
 	f, ok := sb.(drivers.Files)

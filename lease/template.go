@@ -127,20 +127,9 @@ func (m *Manager) Open(ctx context.Context, p authz.Principal, id string) (*Hand
 	if drv.Capabilities().Kind == drivers.KindHost {
 		return m.openHost(ctx, p, drv, l)
 	}
-	resumer, err := drivers.DriverAs[drivers.Resumer](drv)
+	sb, err := m.resumeSandbox(ctx, drv, l)
 	if err != nil {
-		return nil, fmt.Errorf("lease %s: %w", id, err)
-	}
-	if l.ProviderLeaseID == "" {
-		return nil, fmt.Errorf("lease %s has no provider sandbox yet: %w", id, errcode.ErrConflict)
-	}
-	cfg, err := m.resolveConfig(ctx, drv, l.Config)
-	if err != nil {
-		return nil, fmt.Errorf("lease %s: %w", id, err)
-	}
-	sb, err := resumer.Resume(ctx, cfg, l.ProviderLeaseID)
-	if err != nil {
-		return nil, fmt.Errorf("lease %s: resuming sandbox %s: %w", id, l.ProviderLeaseID, err)
+		return nil, err
 	}
 	h := &Handle{m: m, lease: l, driver: drv, sandbox: sb, resumed: true}
 	return m.forCaller(ctx, p, h), nil
@@ -165,4 +154,25 @@ func environmentFingerprint(d drivers.Driver, env *environment.Environment) (str
 		return "", fmt.Errorf("lease: environment %s: %w", env.ID, err)
 	}
 	return reuseFingerprint(d, a.snapshot)
+}
+
+// resumeSandbox resumes the provider sandbox of the sandbox driver's lease
+// l (drivers.Resumer) for a process that holds no live handle of it.
+func (m *Manager) resumeSandbox(ctx context.Context, drv drivers.Driver, l *Lease) (drivers.Sandbox, error) {
+	resumer, err := drivers.DriverAs[drivers.Resumer](drv)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: %w", l.ID, err)
+	}
+	if l.ProviderLeaseID == "" {
+		return nil, fmt.Errorf("lease %s has no provider sandbox yet: %w", l.ID, errcode.ErrConflict)
+	}
+	cfg, err := m.resolveConfig(ctx, drv, l.Config)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: %w", l.ID, err)
+	}
+	sb, err := resumer.Resume(ctx, cfg, l.ProviderLeaseID)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: resuming sandbox %s: %w", l.ID, l.ProviderLeaseID, err)
+	}
+	return sb, nil
 }
