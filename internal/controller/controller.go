@@ -427,19 +427,25 @@ func (c *Controller) ConnectedSessions() []string {
 	return ids
 }
 
-// Close drops every runner connection (they reconnect elsewhere or later),
-// refuses new ones and closes the ingress servers of attached runners
-// (Attach); it does not close the stores and stops no task.
+// Close drops every runner connection and ends its claim in the store
+// before it returns (they reconnect elsewhere or later, at once), refuses
+// new ones and closes the ingress servers of attached runners (Attach); it
+// does not close the stores and stops no task.
 func (c *Controller) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	conns := make([]*liveConn, 0, len(c.live))
-	for _, lc := range c.live {
-		conns = append(conns, lc)
+	conns := make(map[string]*liveConn, len(c.live))
+	for id, lc := range c.live {
+		conns[id] = lc
 	}
 	c.mu.Unlock()
-	for _, lc := range conns {
+	for id, lc := range conns {
 		lc.ws.CloseNow()
+		// The claim ends here, not only in the connection's handler,
+		// which may run after the host closed the store or exited: a
+		// claim left behind refuses the runner's reconnection to the next
+		// process or replica (409 session_connected) for DeadAfter.
+		c.releaseConnection(id, lc.conn)
 	}
 	c.closeAttachments()
 	return nil

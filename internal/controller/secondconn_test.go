@@ -64,3 +64,25 @@ func TestASecondConnectionOfALiveSessionIsRefusedOnEveryReplica(t *testing.T) {
 		}
 	}
 }
+
+// A closed controller's connections leave no claim behind: once Close
+// returns, the store says the session is not connected, so its runner's
+// reconnection to another replica (or the next process on the same store)
+// is not refused for DeadAfter (seen: a held lease's next envctl process
+// waited 30 s for its runner).
+func TestCloseEndsTheConnectionsClaims(t *testing.T) {
+	t.Parallel()
+	store, tickets := controller.NewMemoryStore(), prpwire.NewMemoryTicketStore()
+	a := newServer(t, serverOptions{Options: controller.Options{Store: store, Tickets: tickets}})
+	session := startRunner(t, a, prp.ScopeTask)
+	ctx := context.Background()
+	if s, err := store.GetSession(ctx, session); err != nil || !s.ConnectedUntil.After(time.Now()) {
+		t.Fatalf("before Close: session %+v, %v; want a live claim", s, err)
+	}
+	if err := a.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := store.GetSession(ctx, session); err != nil || s.ConnectedUntil.After(time.Now()) {
+		t.Errorf("after Close: the session's claim lasts until %v (%v); want none", s.ConnectedUntil, err)
+	}
+}
