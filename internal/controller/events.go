@@ -312,8 +312,12 @@ type StoredEvent struct {
 // once, and keeps following new events until ctx ends (returning
 // ctx.Err()) or fn returns an error (returned). It subscribes before it
 // backfills and drops what it delivered already, so that no event written
-// in between is missed or delivered twice.
-func (c *Controller) follow(ctx context.Context, p authz.Principal, session string, after uint64, fn func(StoredEvent) error) error {
+// in between is missed or delivered twice. An output event's bytes are
+// read from the sink only if bytes(its record) is true (nil: always);
+// otherwise fn gets it with Output.Data nil: a waiter that writes no
+// output reads none of it back (a 1 GiB stream read back from disk and
+// allocated chunk by chunk halved the runner-stream bench, issue 55).
+func (c *Controller) follow(ctx context.Context, p authz.Principal, session string, after uint64, bytes func(EventRecord) bool, fn func(StoredEvent) error) error {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return err
@@ -332,9 +336,11 @@ func (c *Controller) follow(ctx context.Context, p authz.Principal, session stri
 			if r.Seq <= last {
 				continue // ... and dedupe
 			}
-			se, err := c.load(ctx, r)
-			if err != nil {
-				return err
+			se := StoredEvent{Seq: r.Seq, Event: r.Event, StoredAt: r.StoredAt}
+			if bytes == nil || bytes(r) {
+				if se, err = c.load(ctx, r); err != nil {
+					return err
+				}
 			}
 			if err := fn(se); err != nil {
 				return err

@@ -125,7 +125,12 @@ func (t *Task) Wait(ctx context.Context) (prp.Exit, error) {
 	defer func() { <-t.waitLock }()
 	var exit *prp.Exit
 	errDone := errors.New("done")
-	err := t.c.follow(ctx, t.p, t.session, t.seq, func(se StoredEvent) error {
+	// Only this task's output to a writer it has is read back.
+	bytes := func(r EventRecord) bool {
+		o := r.Event.Output
+		return r.Event.TaskID == t.id && o != nil && ((o.Stream == prp.Stderr && t.stderr != nil) || (o.Stream != prp.Stderr && t.stdout != nil))
+	}
+	err := t.c.follow(ctx, t.p, t.session, t.seq, bytes, func(se StoredEvent) error {
 		ev := se.Event
 		switch {
 		case ev.Kind == prp.EventOutput && ev.TaskID == t.id:
