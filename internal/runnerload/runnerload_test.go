@@ -1,0 +1,44 @@
+package runnerload_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/internal/runnerload"
+)
+
+// TestQuick runs the --quick variant of envctl bench's runners-1k row on
+// SQLite: every session connects, and the controller stores every byte
+// the simulated runners offered (none lost; back-pressure slows a writer,
+// it never drops). No time is asserted.
+func TestQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds runnersim and streams for seconds")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := runnerload.BuildSim(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := runnerload.Quick
+	cfg.SimBinary = bin
+	cfg.StoreURL = "sqlite://" + filepath.Join(t.TempDir(), "load.db")
+	cfg.Dir = t.TempDir()
+	res, err := runnerload.Run(ctx, cfg)
+	t.Log(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Connected != cfg.Sessions {
+		t.Errorf("%d of %d sessions connected", res.Connected, cfg.Sessions)
+	}
+	if res.OfferedBytes == 0 || res.StoredBytes != res.OfferedBytes {
+		t.Errorf("stored %d bytes, offered %d: want all of them, and some", res.StoredBytes, res.OfferedBytes)
+	}
+	if res.SimFailed != 0 {
+		t.Errorf("%d simulated runners failed: %v", res.SimFailed, res.SimErrors)
+	}
+}
