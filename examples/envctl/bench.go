@@ -192,6 +192,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 			{Workload: "files put " + b.scale.treeName() + " (ssh, tar over the session)", Anchor: "tar c | ssh host tar x (OpenSSH)", Unit: "MB/s"},
 		},
 	}
+	b.addLoadRows(workloads, planned)
 	var failures []error
 	for _, w := range selected {
 		if err := ctx.Err(); err != nil {

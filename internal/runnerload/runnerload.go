@@ -68,10 +68,15 @@ type Result struct {
 	TargetBytesPerSec, OfferedBytesPerSec, StoredBytesPerSec float64
 	Elapsed                                                  time.Duration
 	// DispatchP50 and P99: host Run to the simulated task's start in the
-	// runner, over every stream task.
+	// runner, over one short task per session dispatched while the
+	// streams run (spread over the window's middle half).
 	DispatchP50, DispatchP99 time.Duration
+	// Setup is how long the leases and their runners' attachment took
+	// (every session's first task).
+	Setup time.Duration
 	// HostCPU is this process's CPU over the streaming window, HostRSS
-	// its peak resident set then; SimCPU and SimRSS the simulated
+	// its peak resident set then less its resident set before the
+	// leases (the sessions' share); SimCPU and SimRSS the simulated
 	// runners' process's (its whole life; peak).
 	HostCPU, SimCPU time.Duration
 	HostRSS, SimRSS int64
@@ -87,8 +92,8 @@ type Result struct {
 // String is the result on one line.
 func (r Result) String() string {
 	n := float64(max(r.Connected, 1))
-	return fmt.Sprintf("sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
-		r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)),
+	return fmt.Sprintf("setup=%s sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
+		r.Setup.Round(time.Millisecond), r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)),
 		r.DispatchP50.Round(time.Microsecond), r.DispatchP99.Round(time.Microsecond), 100*r.HostCPU.Seconds()/max(r.Elapsed.Seconds(), 1e-9),
 		float64(r.HostRSS)/n/1024, r.SimCPU.Round(time.Millisecond), r.SimRSS>>20, float64(r.DiskWritten)/n/max(r.Elapsed.Minutes(), 1e-9)/1024)
 }
@@ -217,6 +222,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 
 	// Leases and the first task of each (it attaches the runner).
+	runtime.GC()
+	rss0 := rss()
+	setup := time.Now()
 	handles := make([]*lease.Handle, cfg.Sessions)
 	connected := make([]bool, cfg.Sessions)
 	var firstErr error
@@ -246,10 +254,15 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		}
 		connected[i] = true
 	})
-	defer func() {
-		// The runners stop first (their process's stdin ends), then the
-		// leases are released.
-		err = errors.Join(err, closeSim())
+	// The leases are released while their runners are still connected
+	// (a release stops the lease's tasks through its runner), then the
+	// runners stop (their process's stdin ends).
+	released := false
+	releaseAll := func() {
+		if released {
+			return
+		}
+		released = true
 		parallel(cfg.Sessions, 16, func(i int) {
 			if h := handles[i]; h != nil {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -257,7 +270,12 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 				_, _ = h.Release(cctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 			}
 		})
+	}
+	defer func() {
+		releaseAll()
+		err = errors.Join(err, closeSim())
 	}()
+	res.Setup = time.Since(setup)
 	for _, c := range connected {
 		if c {
 			res.Connected++
@@ -271,6 +289,25 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	cpu0, disk0 := cpuTime(), diskWritten()
 	stopRSS := sampleRSS(&res.HostRSS)
 	start := time.Now()
+	var pings sync.WaitGroup
+	for i, h := range handles {
+		at := cfg.Duration/4 + time.Duration(int64(cfg.Duration/2)*int64(i)/int64(cfg.Sessions))
+		pings.Go(func() {
+			select {
+			case <-time.After(at):
+			case <-ctx.Done():
+				return
+			}
+			t, err := h.Run(ctx, lease.Command{TaskID: "ping", Argv: []string{"sim", "hello", strconv.FormatInt(time.Now().UnixNano(), 10)}})
+			if err != nil {
+				fail(fmt.Errorf("runnerload: lease %s: ping: %w", h.ID(), err))
+				return
+			}
+			if ex, err := t.Wait(ctx); err != nil || ex.Code != 0 {
+				fail(fmt.Errorf("runnerload: lease %s: ping: %+v, %v", h.ID(), ex, err))
+			}
+		})
+	}
 	parallel(cfg.Sessions, cfg.Sessions, func(i int) {
 		h := handles[i]
 		t, err := h.Run(ctx, lease.Command{TaskID: "stream", Argv: []string{"sim", "stream", strconv.FormatInt(time.Now().UnixNano(), 10),
@@ -285,7 +322,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	})
 	res.Elapsed = time.Since(start)
 	res.HostCPU, res.DiskWritten = cpuTime()-cpu0, diskWritten()-disk0
+	pings.Wait()
 	stopRSS()
+	res.HostRSS = max(res.HostRSS-rss0, 0)
 	if firstErr != nil {
 		return res, firstErr
 	}
@@ -304,13 +343,16 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			res.StoredBytes += u.Bytes
 		}
 	}
+	releaseAll()
 	if err := closeSim(); err != nil {
 		return res, err
 	}
 	var dispatch []time.Duration
 	for _, l := range tasks {
-		if l.Task == "stream" {
+		switch l.Task {
+		case "stream":
 			res.OfferedBytes += l.Offered
+		case "ping":
 			dispatch = append(dispatch, l.Dispatch)
 		}
 	}
