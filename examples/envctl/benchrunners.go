@@ -71,9 +71,9 @@ func (b *bench) runnersRows(t *benchTB) []benchRow {
 			live(t)
 			t.Fatalf("runners-1k (%s): %v", st, err)
 		}
-		if res.Connected != cfg.Sessions || res.StoredBytes != res.OfferedBytes || res.SimFailed != 0 {
-			t.Fatalf("runners-1k (%s): %d of %d sessions connected, %d bytes stored of %d offered, %d runners failed %v",
-				st, res.Connected, cfg.Sessions, res.StoredBytes, res.OfferedBytes, res.SimFailed, res.SimErrors)
+		if res.Connected != cfg.Sessions || res.StoredBytes != res.OfferedBytes || res.UsageBytes != res.StoredBytes || res.SimFailed != 0 {
+			t.Fatalf("runners-1k (%s): %d of %d sessions connected, %d bytes stored of %d offered (usage %d), %d runners failed %v",
+				st, res.Connected, cfg.Sessions, res.StoredBytes, res.OfferedBytes, res.UsageBytes, res.SimFailed, res.SimErrors)
 		}
 		n := b.runnersName(st)
 		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -295,7 +295,7 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 			return err
 		}
 	}
-	c.notify()
+	c.notifySession(sess.ID)
 	return nil
 }
 
@@ -327,7 +327,7 @@ func (c *Controller) follow(ctx context.Context, p authz.Principal, session stri
 	}
 	last := after
 	for {
-		ch := c.changes()                                           // subscribe first ...
+		ch := c.sessionChanges(sess.ID)                             // subscribe first ...
 		recs, err := c.o.Store.EventsAfter(ctx, sess.ID, last, 256) // ... then backfill
 		if err != nil {
 			return err

@@ -202,7 +202,7 @@ func (t *Task) Output(ctx context.Context, from uint64) ([]OutputChunk, error) {
 	var out []OutputChunk
 	ended, lost := false, false
 	for {
-		ch := t.c.changes()
+		ch := t.c.sessionChanges(t.session)
 		recs, err := t.c.eventsAfter(ctx, t.p, t.session, from, maxOutputChunks)
 		if err != nil {
 			return nil, err

@@ -61,8 +61,10 @@ type Result struct {
 	Connected int `json:"connected"`
 	// OfferedBytes is what the simulated tasks wrote and their runners
 	// accepted (a full outbox blocks the writer: back-pressure), Stored
-	// what the controller stored of their output (the store's usage).
-	OfferedBytes, StoredBytes int64
+	// what the controller stored of their output (the stored events'
+	// bytes), UsageBytes what the store's output usage of the tasks says
+	// (the same when the accounting is right).
+	OfferedBytes, StoredBytes, UsageBytes int64
 	// TargetBytesPerSec is Sessions * Rate; Offered and Stored per second
 	// are over the streaming window (Elapsed).
 	TargetBytesPerSec, OfferedBytesPerSec, StoredBytesPerSec float64
@@ -92,8 +94,8 @@ type Result struct {
 // String is the result on one line.
 func (r Result) String() string {
 	n := float64(max(r.Connected, 1))
-	return fmt.Sprintf("setup=%s sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
-		r.Setup.Round(time.Millisecond), r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)),
+	return fmt.Sprintf("setup=%s sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f usage/stored=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
+		r.Setup.Round(time.Millisecond), r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)), float64(r.UsageBytes)/float64(max(r.StoredBytes, 1)),
 		r.DispatchP50.Round(time.Microsecond), r.DispatchP99.Round(time.Microsecond), 100*r.HostCPU.Seconds()/max(r.Elapsed.Seconds(), 1e-9),
 		float64(r.HostRSS)/n/1024, r.SimCPU.Round(time.Millisecond), r.SimRSS>>20, float64(r.DiskWritten)/n/max(r.Elapsed.Minutes(), 1e-9)/1024)
 }
@@ -329,7 +331,14 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, firstErr
 	}
 
-	// Stored: the store's usage of each session's stream task.
+	releaseAll()
+	if err := closeSim(); err != nil {
+		return res, err
+	}
+	// Read once every connection ended, so that the last batches'
+	// usage is written.
+	// Stored: the stream tasks' output events in the store (their
+	// refs' lengths), and the store's output usage of the tasks.
 	for _, h := range handles {
 		sessions, err := rs.LeaseSessions(ctx, h.ID())
 		if err != nil {
@@ -340,12 +349,23 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			if err != nil {
 				return res, err
 			}
-			res.StoredBytes += u.Bytes
+			res.UsageBytes += u.Bytes
+			for after := uint64(0); ; {
+				evs, err := rs.EventsAfter(ctx, s.ID, after, 1024)
+				if err != nil {
+					return res, err
+				}
+				for _, e := range evs {
+					after = e.Seq
+					if e.Event.TaskID == "stream" && e.Ref != nil {
+						res.StoredBytes += e.Ref.Length
+					}
+				}
+				if len(evs) < 1024 {
+					break
+				}
+			}
 		}
-	}
-	releaseAll()
-	if err := closeSim(); err != nil {
-		return res, err
 	}
 	var dispatch []time.Duration
 	for _, l := range tasks {

@@ -35,8 +35,8 @@ func TestQuick(t *testing.T) {
 	if res.Connected != cfg.Sessions {
 		t.Errorf("%d of %d sessions connected", res.Connected, cfg.Sessions)
 	}
-	if res.OfferedBytes == 0 || res.StoredBytes != res.OfferedBytes {
-		t.Errorf("stored %d bytes, offered %d: want all of them, and some", res.StoredBytes, res.OfferedBytes)
+	if res.OfferedBytes == 0 || res.StoredBytes != res.OfferedBytes || res.UsageBytes != res.StoredBytes {
+		t.Errorf("stored %d bytes (the usage says %d), offered %d: want all of them, and some", res.StoredBytes, res.UsageBytes, res.OfferedBytes)
 	}
 	if res.SimFailed != 0 {
 		t.Errorf("%d simulated runners failed: %v", res.SimFailed, res.SimErrors)
