@@ -14,12 +14,51 @@ import (
 // journal and outbox) streaming 40 KB/s each into the real controller of
 // a System on SQLite and on PostgreSQL, over WebSockets on loopback.
 
-func init() { benchWorkloads = append(benchWorkloads, "runners-1k") }
+func init() { benchWorkloads = append(benchWorkloads, "runners-1k", "reconnect-storm") }
 
 // addLoadRows registers the load workloads' rows with runBench.
 func (b *bench) addLoadRows(workloads map[string]func(*benchTB) []benchRow, planned map[string][]benchRow) {
 	workloads["runners-1k"] = b.runnersRows
 	planned["runners-1k"] = b.runnersPlanned()
+	workloads["reconnect-storm"] = b.stormRows
+	planned["reconnect-storm"] = []benchRow{{Workload: b.stormName(), Anchor: "goal 30 s (issue 55)", Unit: "s"}}
+}
+
+// stormConfig is runnerload.StormFull, or StormQuick under --quick.
+func (b *bench) stormConfig() runnerload.Config {
+	if b.scale.execs < fullScale.execs { // --quick
+		return runnerload.StormQuick
+	}
+	return runnerload.StormFull
+}
+
+func (b *bench) stormName() string {
+	c := b.stormConfig()
+	return fmt.Sprintf("reconnect storm: %d of %d simulated runners dropped at once, all back (PostgreSQL)", int(c.Storm*float64(c.Sessions)), c.Sessions)
+}
+
+// stormRows: the reconnect storm on PostgreSQL: the time until every
+// dropped session took a command again, against the issue's goal of 30 s.
+// A byte lost or stored twice (stored != offered, or a stream's stored
+// output not contiguous) fails the workload.
+func (b *bench) stormRows(t *benchTB) []benchRow {
+	bin, err := runnerload.BuildSim(t.ctx, t.TempDir())
+	if err != nil {
+		t.Skipf("no simulated runners: %v", err)
+	}
+	cfg := b.stormConfig()
+	cfg.SimBinary, cfg.Dir, cfg.StoreURL = bin, t.TempDir(), testenv.Postgres(t)
+	res, err := runnerload.Run(t.ctx, cfg)
+	fmt.Fprintf(b.g.stderr, "envctl bench: reconnect-storm: %s\n", res)
+	if err != nil {
+		live(t)
+		t.Fatalf("reconnect-storm: %v", err)
+	}
+	if res.Dropped == 0 || res.Reconnected != res.Dropped || res.StoredBytes != res.OfferedBytes || res.Gaps != 0 {
+		t.Fatalf("reconnect-storm: %d dropped, %d reconnected, %d bytes stored of %d offered, %d streams not contiguous",
+			res.Dropped, res.Reconnected, res.StoredBytes, res.OfferedBytes, res.Gaps)
+	}
+	return []benchRow{row(t, b.stormName(), "goal 30 s (issue 55)", "s", res.StormBack.Seconds(), 30)}
 }
 
 // loadConfig is runnerload.Full, or Quick under --quick.

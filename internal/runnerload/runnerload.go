@@ -50,6 +50,11 @@ type Config struct {
 	Rate     int64
 	Chunk    int
 	Duration time.Duration
+	// Storm, if > 0, is the fraction of the sessions whose connections
+	// are dropped at once (closed at the ingress) in the middle of the
+	// stream: a reconnect storm. Their runners reconnect and resume from
+	// the controller's ack.
+	Storm float64
 	// Dir holds the runners' state directories and the controller's
 	// output (default a temporary directory, removed at the end).
 	Dir string
@@ -85,6 +90,19 @@ type Result struct {
 	// DiskWritten is what this process wrote to disk over the window
 	// (/proc/self/io write_bytes), the store's server aside.
 	DiskWritten int64
+	// Dropped is how many sessions the storm dropped, StormBack the time
+	// from the drop until a task dispatched to each of them right after
+	// it had run (every one reconnected and took commands again).
+	Dropped   int
+	StormBack time.Duration
+	// Reconnected counts the dropped sessions whose ingress accepted a
+	// connection again after the drop.
+	Reconnected int
+	// Gaps counts the stream tasks whose stored output is not
+	// contiguous (a chunk lost, or one stored twice under another seq);
+	// with StoredBytes == OfferedBytes, 0 means nothing lost or
+	// duplicated.
+	Gaps int
 	// SimFailed counts runners that ended with an error; SimErrors the
 	// first of them.
 	SimFailed int
@@ -94,8 +112,12 @@ type Result struct {
 // String is the result on one line.
 func (r Result) String() string {
 	n := float64(max(r.Connected, 1))
-	return fmt.Sprintf("setup=%s sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f usage/stored=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
-		r.Setup.Round(time.Millisecond), r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)), float64(r.UsageBytes)/float64(max(r.StoredBytes, 1)),
+	storm := ""
+	if r.Dropped > 0 {
+		storm = fmt.Sprintf(" dropped=%d reconnected=%d back_in=%s", r.Dropped, r.Reconnected, r.StormBack.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("setup=%s%s gaps=%d sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f usage/stored=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
+		r.Setup.Round(time.Millisecond), storm, r.Gaps, r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)), float64(r.UsageBytes)/float64(max(r.StoredBytes, 1)),
 		r.DispatchP50.Round(time.Microsecond), r.DispatchP99.Round(time.Microsecond), 100*r.HostCPU.Seconds()/max(r.Elapsed.Seconds(), 1e-9),
 		float64(r.HostRSS)/n/1024, r.SimCPU.Round(time.Millisecond), r.SimRSS>>20, float64(r.DiskWritten)/n/max(r.Elapsed.Minutes(), 1e-9)/1024)
 }
@@ -208,7 +230,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 
 	// The System.
-	sys, st, closeSys, err := openSystem(ctx, cfg, launchFn)
+	drv := &driver{Driver: fake.New(nil), launch: launchFn, ingresses: map[string]*ingress{}}
+	sys, st, closeSys, err := openSystem(ctx, cfg, drv)
 	if err != nil {
 		return res, err
 	}
@@ -310,6 +333,44 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			}
 		})
 	}
+	var storm sync.WaitGroup
+	if n := int(cfg.Storm * float64(cfg.Sessions)); n > 0 {
+		storm.Go(func() {
+			select {
+			case <-time.After(cfg.Duration / 2):
+			case <-ctx.Done():
+				return
+			}
+			dropped := handles[:min(n, len(handles))]
+			at := time.Now()
+			before := make([]int, len(dropped))
+			for i, h := range dropped {
+				var ok bool
+				if before[i], ok = drv.drop(h.SandboxID()); ok {
+					res.Dropped++
+				}
+			}
+			defer func() {
+				for i, h := range dropped {
+					if drv.accepted(h.SandboxID()) > before[i] {
+						res.Reconnected++
+					}
+				}
+			}()
+			parallel(len(dropped), len(dropped), func(i int) {
+				h := dropped[i]
+				t, err := h.Run(ctx, lease.Command{TaskID: "back", Argv: []string{"sim", "hello", strconv.FormatInt(time.Now().UnixNano(), 10)}})
+				if err != nil {
+					fail(fmt.Errorf("runnerload: lease %s: after the drop: %w", h.ID(), err))
+					return
+				}
+				if ex, err := t.Wait(ctx); err != nil || ex.Code != 0 {
+					fail(fmt.Errorf("runnerload: lease %s: after the drop: %+v, %v", h.ID(), ex, err))
+				}
+			})
+			res.StormBack = time.Since(at)
+		})
+	}
 	parallel(cfg.Sessions, cfg.Sessions, func(i int) {
 		h := handles[i]
 		t, err := h.Run(ctx, lease.Command{TaskID: "stream", Argv: []string{"sim", "stream", strconv.FormatInt(time.Now().UnixNano(), 10),
@@ -325,6 +386,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	res.Elapsed = time.Since(start)
 	res.HostCPU, res.DiskWritten = cpuTime()-cpu0, diskWritten()-disk0
 	pings.Wait()
+	storm.Wait()
 	stopRSS()
 	res.HostRSS = max(res.HostRSS-rss0, 0)
 	if firstErr != nil {
@@ -350,6 +412,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 				return res, err
 			}
 			res.UsageBytes += u.Bytes
+			var end int64
+			gap := false
 			for after := uint64(0); ; {
 				evs, err := rs.EventsAfter(ctx, s.ID, after, 1024)
 				if err != nil {
@@ -357,13 +421,18 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 				}
 				for _, e := range evs {
 					after = e.Seq
-					if e.Event.TaskID == "stream" && e.Ref != nil {
+					if e.Event.TaskID == "stream" && e.Ref != nil && e.Event.Output != nil {
 						res.StoredBytes += e.Ref.Length
+						gap = gap || e.Event.Output.Offset != end
+						end = e.Event.Output.Offset + e.Ref.Length
 					}
 				}
 				if len(evs) < 1024 {
 					break
 				}
+			}
+			if gap {
+				res.Gaps++
 			}
 		}
 	}
@@ -389,7 +458,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 
 // openSystem composes the System on cfg.StoreURL with the harness's
 // driver, in test mode, without lease quotas.
-func openSystem(ctx context.Context, cfg Config, launch func(launch) error) (*berth.System, store.Stores, func() error, error) {
+func openSystem(ctx context.Context, cfg Config, drv *driver) (*berth.System, store.Stores, func() error, error) {
 	var st store.Stores
 	var closeDB func() error
 	switch {
@@ -409,7 +478,7 @@ func openSystem(ctx context.Context, cfg Config, launch func(launch) error) (*be
 		return nil, st, nil, fmt.Errorf("runnerload: store %q: want sqlite:///path or postgres://", cfg.StoreURL)
 	}
 	out := filepath.Join(cfg.Dir, "output")
-	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{&driver{Driver: fake.New(nil), launch: launch}}, Stores: st,
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{drv}, Stores: st,
 		TestMode: true, MemorySecrets: true, RunnerBinary: cfg.SimBinary, RunnerDir: out})
 	if err != nil {
 		return nil, st, nil, errors.Join(fmt.Errorf("runnerload: %w", err), closeDB())
@@ -430,6 +499,42 @@ func openSystem(ctx context.Context, cfg Config, launch func(launch) error) (*be
 type driver struct {
 	*fake.Driver
 	launch func(launch) error
+
+	mu        sync.Mutex
+	ingresses map[string]*ingress // by sandbox id
+}
+
+// drop closes every connection accepted on the ingress of sandbox id and
+// returns how many it had accepted.
+func (d *driver) drop(id string) (accepted int, ok bool) {
+	d.mu.Lock()
+	in := d.ingresses[id]
+	d.mu.Unlock()
+	if in == nil {
+		return 0, false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	accepted = in.accepted
+	for c := range in.conns {
+		c.Close()
+		delete(in.conns, c)
+	}
+	return accepted, true
+}
+
+// accepted returns how many connections the ingress of sandbox id
+// accepted.
+func (d *driver) accepted(id string) int {
+	d.mu.Lock()
+	in := d.ingresses[id]
+	d.mu.Unlock()
+	if in == nil {
+		return 0
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.accepted
 }
 
 // RunnerArch implements drivers.ArchReporter.
@@ -443,12 +548,12 @@ func (d *driver) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 	if err != nil {
 		return nil, err
 	}
-	return &sandbox{Sandbox: sb, launch: d.launch}, nil
+	return &sandbox{Sandbox: sb, d: d}, nil
 }
 
 type sandbox struct {
 	drivers.Sandbox
-	launch func(launch) error
+	d *driver
 }
 
 // HostRunner implements drivers.RunnerHost.
@@ -460,12 +565,33 @@ func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (driv
 	if err != nil {
 		return nil, fmt.Errorf("runnerload: ingress of %s: %w", s.ID(), err)
 	}
-	return &ingress{Listener: l, launch: s.launch}, nil
+	in := &ingress{Listener: l, launch: s.d.launch, conns: map[net.Conn]bool{}}
+	s.d.mu.Lock()
+	s.d.ingresses[s.ID()] = in
+	s.d.mu.Unlock()
+	return in, nil
 }
 
 type ingress struct {
 	net.Listener
 	launch func(launch) error
+
+	mu       sync.Mutex
+	conns    map[net.Conn]bool
+	accepted int
+}
+
+// Accept implements net.Listener, keeping the connection for a drop.
+func (in *ingress) Accept() (net.Conn, error) {
+	c, err := in.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	in.mu.Lock()
+	in.conns[c] = true
+	in.accepted++
+	in.mu.Unlock()
+	return c, nil
 }
 
 func (in *ingress) Endpoint() string { return "http://" + in.Addr().String() }
@@ -555,4 +681,8 @@ func sampleRSS(peak *int64) (stop func()) {
 var (
 	Full  = Config{Sessions: 1000, Rate: 40 << 10, Chunk: 4096, Duration: 5 * time.Minute}
 	Quick = Config{Sessions: 50, Rate: 40 << 10, Chunk: 4096, Duration: 10 * time.Second}
+	// StormFull and StormQuick are the reconnect-storm row's: 10% of the
+	// sessions dropped at once halfway through the stream.
+	StormFull  = Config{Sessions: 1000, Rate: 40 << 10, Chunk: 4096, Duration: time.Minute, Storm: 0.1}
+	StormQuick = Config{Sessions: 50, Rate: 40 << 10, Chunk: 4096, Duration: 10 * time.Second, Storm: 0.1}
 )
