@@ -14,6 +14,7 @@ var (
 	benchSessions = flag.Int("runners.sessions", runnerload.Full.Sessions, "simulated runners of BenchmarkRunners")
 	benchDuration = flag.Duration("runners.duration", runnerload.Full.Duration, "how long each streams")
 	benchStore    = flag.String("runners.store", "postgres", "postgres or sqlite")
+	benchStorm    = flag.Float64("runners.storm", 0, "fraction of the sessions dropped at once halfway (a reconnect storm)")
 )
 
 // BenchmarkRunners runs the harness once per iteration (envctl bench's
@@ -29,7 +30,7 @@ func BenchmarkRunners(b *testing.B) {
 	}
 	for b.Loop() {
 		cfg := runnerload.Full
-		cfg.Sessions, cfg.Duration, cfg.SimBinary, cfg.Dir = *benchSessions, *benchDuration, bin, b.TempDir()
+		cfg.Sessions, cfg.Duration, cfg.Storm, cfg.SimBinary, cfg.Dir = *benchSessions, *benchDuration, *benchStorm, bin, b.TempDir()
 		cfg.StoreURL = "sqlite://" + filepath.Join(b.TempDir(), "load.db")
 		if *benchStore == "postgres" {
 			cfg.StoreURL = testenv.Postgres(b)
@@ -45,5 +46,8 @@ func BenchmarkRunners(b *testing.B) {
 		b.ReportMetric(float64(res.StoredBytes)/float64(max(res.OfferedBytes, 1)), "stored/offered")
 		b.ReportMetric(float64(res.DispatchP99)/1e6, "dispatch_p99_ms")
 		b.ReportMetric(float64(res.HostRSS)/float64(max(res.Connected, 1))/1024, "host_KB/session")
+		if res.Dropped > 0 {
+			b.ReportMetric(res.StormBack.Seconds(), "storm_back_s")
+		}
 	}
 }
