@@ -103,6 +103,10 @@ type Controller struct {
 	// offers.
 	grant []prpwire.Capability
 
+	// group commits the intake of every connection (a GroupIntaker
+	// store; nil otherwise).
+	group *groupCommitter
+
 	mu      sync.Mutex
 	changed chan struct{}
 	// sessChanged holds the channels notifySession closes, by session:
@@ -176,6 +180,9 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	// its own (issue 55).
 	if u, ok := c.o.Store.(interface{ UnsealStore() RunnerStore }); ok {
 		c.o.Store = u.UnsealStore()
+	}
+	if gi, ok := c.o.Store.(GroupIntaker); ok {
+		c.group = newGroupCommitter(gi)
 	}
 	sink, err := newFileSink(c.o.DataDir)
 	if err != nil {
@@ -455,6 +462,9 @@ func (c *Controller) Close() error {
 		lc.ws.CloseNow()
 	}
 	c.closeAttachments()
+	if c.group != nil {
+		c.group.close()
+	}
 	return nil
 }
 

@@ -249,7 +249,9 @@ func (a *accounting) keep(it intakeItem) intakeItem {
 // if the store is an EventBatcher, else event by event, idempotent on
 // (session, seq); then a command result into the journal (the first result
 // wins); then the accounting as of the last item, which also acks the
-// discarded ones.
+// discarded ones. With a GroupIntaker store the events and the accounting
+// go in one group commit with other connections' batches, before the
+// results.
 func (c *Controller) intake(ctx context.Context, sess Session, items []intakeItem) error {
 	recs := make([]EventRecord, 0, len(items))
 	for _, it := range items {
@@ -257,7 +259,31 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 			recs = append(recs, it.rec)
 		}
 	}
-	if b, ok := c.o.Store.(EventBatcher); ok && len(recs) > 0 {
+	// The usage after the last item: the session's totals, then each
+	// task's last.
+	var us []TaskUsage
+	if len(items) > 0 {
+		us = []TaskUsage{{Usage: items[len(items)-1].total}}
+		seen := map[string]int{}
+		for _, it := range items {
+			if it.task == nil {
+				continue
+			}
+			if i, ok := seen[it.task.Task]; ok {
+				us[i] = *it.task
+				continue
+			}
+			seen[it.task.Task] = len(us)
+			us = append(us, *it.task)
+		}
+	}
+	if c.group != nil {
+		// Events and usage in one group commit with other connections'.
+		if err := c.group.put(ctx, IntakeBatch{Session: sess.ID, Events: recs, Usage: us}); err != nil {
+			return err
+		}
+		us = nil
+	} else if b, ok := c.o.Store.(EventBatcher); ok && len(recs) > 0 {
 		if err := b.PutEvents(ctx, recs); err != nil {
 			return err
 		}
@@ -277,20 +303,7 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 			}
 		}
 	}
-	if len(items) > 0 {
-		us := []TaskUsage{{Usage: items[len(items)-1].total}}
-		seen := map[string]int{}
-		for _, it := range items {
-			if it.task == nil {
-				continue
-			}
-			if i, ok := seen[it.task.Task]; ok {
-				us[i] = *it.task
-				continue
-			}
-			seen[it.task.Task] = len(us)
-			us = append(us, *it.task)
-		}
+	if len(us) > 0 {
 		if err := c.o.Store.PutOutputUsage(ctx, sess.ID, us); err != nil {
 			return err
 		}
