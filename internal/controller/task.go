@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prp"
+	"github.com/berthdev/berth/internal/prpwire"
 )
 
 // ErrTaskNotRun is wrapped by Task.Wait when the runner did not run the
@@ -123,6 +124,9 @@ func (t *Task) Wait(ctx context.Context) (prp.Exit, error) {
 		return prp.Exit{}, fmt.Errorf("controller: wait for task %s: %w", t.id, ctx.Err())
 	}
 	defer func() { <-t.waitLock }()
+	if t.stdout == nil && t.stderr == nil && t.started == nil {
+		return t.waitResult(ctx)
+	}
 	var exit *prp.Exit
 	errDone := errors.New("done")
 	// Only this task's output to a writer it has is read back.
@@ -174,6 +178,26 @@ func (t *Task) Wait(ctx context.Context) (prp.Exit, error) {
 		return prp.Exit{}, fmt.Errorf("controller: wait for task %s: %w", t.id, err)
 	}
 	return prp.Exit{}, err
+}
+
+// waitResult is Wait for a task with nothing to write or report while it
+// runs: it waits for its task.start command's result (which carries the
+// exit, truncated as the output was) instead of reading every event of
+// the session back (the followers of a thousand streams read the store
+// as often as the intake wrote it, issue 55).
+func (t *Task) waitResult(ctx context.Context) (prp.Exit, error) {
+	res, err := t.c.wait(ctx, t.p, t.session, t.cmd)
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return prp.Exit{}, fmt.Errorf("controller: wait for task %s: %w", t.id, ctx.Err())
+	case err != nil:
+		return prp.Exit{}, err
+	case res.Status == prp.ResultDone && res.Exit != nil:
+		return *res.Exit, nil
+	case res.Code == prpwire.CodeEventsLost:
+		return prp.Exit{}, fmt.Errorf("task %s: %w: %s", t.id, ErrEventsLost, res.Message)
+	}
+	return prp.Exit{}, fmt.Errorf("task %s: %w: %s (%s): %s", t.id, ErrTaskNotRun, res.Status, res.Code, res.Message)
 }
 
 // OutputChunk is a piece of a task's stored output (Task.Output).
