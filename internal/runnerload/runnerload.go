@@ -145,7 +145,7 @@ func BuildSim(ctx context.Context, dir string) (string, error) {
 // process), cfg.Sessions leases each attached to a simulated runner by a
 // first task (hello), then on every session a stream task for
 // cfg.Duration. It stops by itself: every task is bounded by Duration,
-// and ctx bounds the whole.
+// and the whole run by twice Duration and five minutes (and ctx).
 func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if cfg.SimBinary == "" || cfg.Sessions <= 0 || cfg.Rate <= 0 || cfg.Duration <= 0 {
 		return Result{}, errors.New("runnerload: SimBinary, Sessions, Rate and Duration are required")
@@ -153,6 +153,10 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if cfg.Chunk <= 0 {
 		cfg.Chunk = 4096
 	}
+	// Bounded in time whatever happens: a task that never ends (a command
+	// lost on the way, a runner gone) fails the run instead of holding it.
+	ctx, cancelRun := context.WithTimeout(ctx, 2*cfg.Duration+5*time.Minute)
+	defer cancelRun()
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "berth-runnerload-")
 		if err != nil {
