@@ -408,18 +408,10 @@ func (r *Runner) stopAll(ctx context.Context, why string) {
 func (r *Runner) stopTask(ctx context.Context, taskID string, pgid int, since uint64, grace time.Duration) prp.StopProof {
 	var exited <-chan struct{}
 	r.mu.Lock()
-	t := r.tasks[taskID]
-	if t != nil && t.pgid == pgid {
+	if t := r.tasks[taskID]; t != nil && t.pgid == pgid {
 		exited = t.exited
 	}
 	r.mu.Unlock()
-	if t != nil && t.cancel != nil { // simulated (Options.SimulateTask)
-		t.cancel()
-		select {
-		case <-t.exited:
-		case <-ctx.Done():
-		}
-	}
 	return r.stopTree(ctx, taskID, pgid, since, grace, exited)
 }
 
