@@ -25,6 +25,8 @@ import (
 // under the engine's default runtime (runc), gvisor under runsc, and each
 // is recorded in the qualification, which under runsc is not the one
 // under runc (the runtime is part of the qualification's identity).
+//
+// Requirements: ISO-1, ISO-2, ISO-3.
 func TestIsolationOnDocker(t *testing.T) {
 	ctx := context.Background()
 	cli, img, run := dockerRig(t)

@@ -98,6 +98,8 @@ func TestWorkspaceCrashChild(t *testing.T) {
 // dead process held is expired with its container destroyed (no orphan),
 // and the workspace record it left preparing ends swept with a receipt
 // that says what happened.
+//
+// Requirements: WS-3.
 func TestWorkspaceKilledDuringPrepare(t *testing.T) {
 	cli, img, run := dockerRig(t)
 	ctx := context.Background()

@@ -240,6 +240,7 @@ func testWorkspaceLife(t *testing.T, d drivers.Driver, cfg map[string]any) {
 	}
 }
 
+// Requirements: WS-3.
 func TestWorkspaceLifeFake(t *testing.T) {
 	testWorkspaceLife(t, fake.New(nil), nil)
 }
@@ -252,6 +253,8 @@ func TestWorkspaceLifeLocal(t *testing.T) {
 // archive) leaves its record preparing; once its lease is gone, a sweep
 // ends the record swept, with a receipt that says so, and the lease is
 // expired with its sandbox destroyed.
+//
+// Requirements: WS-3.
 func TestWorkspaceSweepEndsAPrepareLeftBehind(t *testing.T) {
 	ctx := context.Background()
 	sys := wsSystem(t, fake.New(nil))
@@ -337,6 +340,8 @@ func gitRepo(t *testing.T) (string, string) {
 // as a bundle the source repository fetches, the uncommitted diff and a
 // receipt naming base and head; on a target without git (the fake) the
 // files go in with the commit recorded.
+//
+// Requirements: WS-3.
 func TestWorkspaceGit(t *testing.T) {
 	t.Run("local", func(t *testing.T) { testWorkspaceGit(t, local.New(nil), map[string]any{"workdir": t.TempDir()}, true) })
 	t.Run("fake", func(t *testing.T) { testWorkspaceGit(t, fake.New(nil), nil, false) })
@@ -425,6 +430,8 @@ echo wip > notes.txt; echo 'int b;' >> a.c`
 // keeps it when it holds the source's tree (nothing is put in again),
 // and removes and prepares it again when anything in it changed, never
 // handing over what another turn left there.
+//
+// Requirements: WS-4.
 func TestWorkspaceHostTargetKeepsTheDirectory(t *testing.T) {
 	ctx := context.Background()
 	sys := wsSystem(t, local.New(nil))
@@ -484,6 +491,8 @@ func TestWorkspaceHostTargetKeepsTheDirectory(t *testing.T) {
 // one lease is refused to another live lease (workspace_in_use), a
 // workspace is collected only through its own lease, and a principal of
 // another company is refused the lease.
+//
+// Requirements: WS-4.
 func TestWorkspaceOwnerAcrossLeases(t *testing.T) {
 	ctx := context.Background()
 	sys := wsSystem(t, fake.New(nil))
@@ -737,6 +746,8 @@ func TestWorkspaceCollectManyChanges(t *testing.T) {
 // same project's next run resumes the lease (and finds its workspace),
 // another project's run of the same company and workspace gets a lease
 // of its own.
+//
+// Requirements: WS-4.
 func TestWorkspaceReuseKeyHoldsTheProject(t *testing.T) {
 	ctx := context.Background()
 	sys := wsSystem(t, fake.New(nil))

@@ -18,6 +18,8 @@ import (
 // project's: the same company, project and workspace get the same lease
 // (a second turn finds the first one's sandbox), another project or
 // another company never does.
+//
+// Requirements: WS-4, WS-5.
 func TestReuseByWorkspaceKeyHasTheProject(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{})

@@ -23,6 +23,8 @@ import (
 // isolation_below_minimum naming the target, its level and the minimum,
 // before anything is allocated: no lease record, no call of the driver.
 // A target that meets the minimum is leased.
+//
+// Requirements: ISO-3.
 func TestIsolationBelowMinimumAllocatesNothing(t *testing.T) {
 	t.Parallel()
 	bg := context.Background()

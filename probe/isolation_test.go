@@ -29,6 +29,8 @@ var gvisorHandlers = map[string]fake.HandlerFunc{
 // The probe measures the isolation inside the sandbox, records it in the
 // qualification, and fails with isolation_mismatch (nothing recorded, the
 // sandbox destroyed) when the sandbox shows less than the driver declares.
+//
+// Requirements: ISO-1.
 func TestProbeMeasuresIsolation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -87,6 +89,8 @@ func TestProbeMeasuresIsolation(t *testing.T) {
 // A record measured under one isolation does not qualify a target that
 // now declares more (an image qualified under runc is not qualified under
 // runsc), and a record whose measured level meets the declared one does.
+//
+// Requirements: ISO-2.
 func TestIsolationIsPartOfTheQualification(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOpts{fake: &fake.Options{Isolation: drivers.IsolationContainer}})

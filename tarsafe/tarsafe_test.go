@@ -75,6 +75,7 @@ func listing(t *testing.T, dir string) []string {
 	return out
 }
 
+// Requirements: WS-2.
 func TestExtractRefusesHostileArchives(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -135,6 +136,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 	}
 }
 
+// Requirements: WS-2.
 func TestExtractDoesNotFollowALinkPlantedInTheDestination(t *testing.T) {
 	parent := t.TempDir()
 	dst, outside := filepath.Join(parent, "dst"), filepath.Join(parent, "outside")
@@ -220,6 +222,7 @@ func TestExtractDropsSetuidAndKeepsModes(t *testing.T) {
 	}
 }
 
+// Requirements: WS-2.
 func TestCreateRoundTripsAndExcludes(t *testing.T) {
 	src, secret := t.TempDir(), t.TempDir()
 	must := func(err error) {

@@ -28,6 +28,8 @@ import (
 // other configurations that place files elsewhere, such as Docker's
 // read-only root with its tmpfs workdir. They are skipped for a driver
 // that does not declare files.
+//
+// Requirements: WS-1.
 func RunFileTests(t *testing.T, newHarness HarnessMaker) {
 	t.Helper()
 	gated(t, "files round trip", drivers.CapFiles, newHarness, testFilesRoundTrip)

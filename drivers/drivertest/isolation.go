@@ -23,6 +23,8 @@ type IsolationHarness interface {
 // (drivers.IsolationDeclarer) is at most what a task inside a live sandbox
 // shows (internal/isolation.Measure, which the probe measures with too); a driver that declares more fails, naming
 // both levels and the evidence. Declaring less than measured is allowed.
+//
+// Requirements: ISO-1.
 func testIsolation(t *testing.T, ctx context.Context, h Harness) {
 	d := h.Driver()
 	declared := drivers.IsolationOf(d, h.Config())

@@ -25,6 +25,8 @@ func heldLease(t *testing.T, stderr string) string {
 // lease, another company's does not; another company's principal does not
 // find it; workspace put, ls and get reach its files as the lease
 // authorizes them; lease release ends it.
+//
+// Requirements: WS-5.
 func TestRunHoldsTheLeaseAcrossTurns(t *testing.T) {
 	c := newCLI(t)
 	c.createFake("sbx", `{"image":"`+c.fake.DefaultImageIdentity().String()+`"}`)

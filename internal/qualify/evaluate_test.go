@@ -261,6 +261,8 @@ func recorded(d qualification.Diagnostic) bool {
 // A record keeps the isolation measured, and applies only while it meets
 // the level the subject declares now; a record made before the isolation
 // was measured ("") is not judged by it.
+//
+// Requirements: ISO-2.
 func TestValidIsolation(t *testing.T) {
 	t.Parallel()
 	subj := subject()
