@@ -2,6 +2,7 @@ package berth_test
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -16,10 +17,13 @@ import (
 	"github.com/berthdev/berth/workspace"
 )
 
-// An agent's turn with a workspace, on the fake driver: lease, prepare
+// An agent's turn with a workspace, on the fake driver (docs/leases.md,
+// "Workspaces"): acquire through the agent's scope with a runner, prepare
 // the project (here an archive; a host directory or a Git repository
-// alike), let the agent work, collect what it changed, release (which
-// ends the workspace's record with a receipt).
+// alike), run the agent's task in it and stream its output, collect what
+// it changed, and release, which ends the workspace's record with a
+// receipt. Hold the lease instead (AcquireRequest.Policy
+// lease.ReuseByWorkspace) for the next turn to find the same files.
 func ExampleSystem_Workspaces() {
 	ctx := context.Background()
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true})
@@ -34,18 +38,26 @@ func ExampleSystem_Workspaces() {
 		fmt.Println(err)
 		return
 	}
-	h, err := sys.Leases().Acquire(ctx, ops, lease.AcquireRequest{EnvironmentID: env.ID, Company: "acme"})
+	bind := environment.BindingRef{Kind: environment.BindingWorkspace, Company: "acme", Key: "fix-tests"}
+	if _, err := sys.Assignments().Set(ctx, ops, environment.Binding{BindingRef: bind, EnvironmentID: env.ID}, 0); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	h, err := sys.Leases().Acquire(ctx, agent, lease.AcquireRequest{
+		Scope: &authz.Scope{Company: "acme", Workspace: "fix-tests", Project: "app"}, WithRunner: true})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer h.Release(context.WithoutCancel(ctx), lease.ReleaseOptions{}) // on every return
 	var project bytes.Buffer
 	tw := tar.NewWriter(&project)
-	tw.WriteHeader(&tar.Header{Name: "main.c", Typeflag: tar.TypeReg, Mode: 0o644, Size: 14})
-	tw.Write([]byte("int main(){}\n\n"))
+	tw.WriteHeader(&tar.Header{Name: "main.c", Typeflag: tar.TypeReg, Mode: 0o644, Size: 13})
+	tw.Write([]byte("int main(){}\n"))
 	tw.Close()
-
-	ws, err := sys.Workspaces().Prepare(ctx, ops, h, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "fix-tests",
+	ws, err := sys.Workspaces().Prepare(ctx, agent, h, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "fix-tests",
 		Source: workspace.Source{Kind: workspace.SourceArchive, Location: "app.tar"}, Archive: &project})
 	if err != nil {
 		fmt.Println(err)
@@ -53,13 +65,27 @@ func ExampleSystem_Workspaces() {
 	}
 	fmt.Println(ws.State, path.Dir(ws.Dir)) // <workdir>/.berth/ws/fix-tests-<owner hash>
 
-	// The agent's turn (the fake runs ln -s; a real target runs anything).
-	if _, err := h.Exec(ctx, lease.Command{Argv: []string{"ln", "-s", "main.c", ".berth/ws/" + path.Base(ws.Dir) + "/entry.c"}}); err != nil {
+	// The agent's task, in the workspace's directory.
+	task, err := h.Run(ctx, lease.Command{Dir: ws.Dir,
+		Argv: []string{"sh", "-c", "echo '/* fixed */' >> main.c && echo 'main.c fixed'"}})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	var changes bytes.Buffer // a tar stream: unpack it with tarsafe.Extract
-	r, err := sys.Workspaces().Collect(ctx, ops, h, workspace.CollectRequest{Workspace: ws.ID, Files: &changes})
+	line, err := bufio.NewReader(task.Stream(ctx)).ReadString('\n') // the output, as it comes
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	exit, err := task.Wait(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%sexit %d\n", line, exit.Code)
+
+	var changes bytes.Buffer // a tar stream of the changed files: unpack it with tarsafe.Extract
+	r, err := sys.Workspaces().Collect(ctx, agent, h, workspace.CollectRequest{Workspace: ws.ID, Files: &changes})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -70,10 +96,16 @@ func ExampleSystem_Workspaces() {
 		fmt.Println(err)
 		return
 	}
-	recs, _ := sys.Workspaces().Show(ctx, ops, h.ID())
+	recs, err := sys.Workspaces().Show(ctx, ops, h.ID())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(recs[0].State, recs[0].End.Reason, recs[0].End.Outcome)
 	// Output:
 	// ready /root/.berth/ws
-	// changed: [entry.c] base == head: false
+	// main.c fixed
+	// exit 0
+	// changed: [main.c] base == head: false
 	// ended released clean
 }

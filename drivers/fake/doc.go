@@ -44,5 +44,10 @@
 //
 // The terminal is an echo shell that runs each line as sh -c LINE.
 // HostRunner runs internal/runner in this process on a unix socket: the tasks
-// that runner starts are the only host processes the fake starts.
+// that runner starts are the only host processes the fake starts. A task
+// whose working directory is the sandbox's (none, or one under /root) runs
+// in a temporary host directory that holds a copy of the sandbox's files,
+// and what it changes there goes back into them when it exits, so that a
+// task of Handle.Run sees and edits a workspace; a task given another
+// directory runs in that directory of the host.
 package fake

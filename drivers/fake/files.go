@@ -9,7 +9,9 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -335,4 +337,144 @@ func (d *Driver) wsRemove(inv Invocation, dir string) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// taskDir is the fake runner's runner.Options.TaskDir: a task whose
+// working directory is the sandbox's (cwd "" or under /root) runs in a
+// fresh host directory that holds a copy of the sandbox's tree, and what
+// the task changed there goes back into the tree once its leader exited
+// (an entry the task did not change keeps what Files wrote meanwhile).
+// Any other cwd is a directory of this host, as the task is a process of
+// this host: it runs there and no files go back.
+func (s *sandbox) taskDir(cwd string) (string, func(), error) {
+	rel, under := ".", cwd == "" || cwd == defaultDir
+	if r, ok := strings.CutPrefix(cwd, defaultDir+"/"); ok {
+		rel, under = path.Clean(r), true
+	}
+	if !under {
+		return cwd, func() {}, nil
+	}
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", nil, fmt.Errorf("the working directory %q leaves the sandbox's", cwd)
+	}
+	s.d.mu.Lock()
+	b, ok := s.d.boxes[s.id]
+	var before map[string]*node
+	if ok {
+		before = maps.Clone(b.files) // nodes are replaced, never changed in place
+	}
+	s.d.mu.Unlock()
+	if !ok {
+		return "", nil, notFoundPath(s.id, cwd)
+	}
+	host, err := os.MkdirTemp("", "berth-fake-task-")
+	if err != nil {
+		return "", nil, err
+	}
+	if err := writeTree(host, before); err != nil {
+		os.RemoveAll(host)
+		return "", nil, fmt.Errorf("the copy of the sandbox's files: %w", err)
+	}
+	if n := before[rel]; rel != "." && (n == nil || !n.mode.IsDir()) {
+		os.RemoveAll(host)
+		return "", nil, fmt.Errorf("chdir %s: %w", cwd, fs.ErrNotExist)
+	}
+	done := func() {
+		defer os.RemoveAll(host)
+		after, err := readTree(host)
+		if err != nil {
+			return // the sandbox keeps its tree: the task's changes are lost, as in a sandbox that broke
+		}
+		s.d.mu.Lock()
+		defer s.d.mu.Unlock()
+		b, ok := s.d.boxes[s.id]
+		if !ok {
+			return
+		}
+		if b.files == nil {
+			b.files = map[string]*node{}
+		}
+		for k, n := range after {
+			if !sameNode(before[k], n) {
+				b.files[k] = n
+			}
+		}
+		for k := range before {
+			if after[k] == nil {
+				delete(b.files, k)
+			}
+		}
+	}
+	return filepath.Join(host, filepath.FromSlash(rel)), done, nil
+}
+
+// writeTree writes the tree t (relative paths) under the host directory
+// dir: parents before children, modes set after the content.
+func writeTree(dir string, t map[string]*node) error {
+	for _, k := range slices.Sorted(maps.Keys(t)) {
+		n, p := t[k], filepath.Join(dir, filepath.FromSlash(k))
+		var err error
+		switch {
+		case n.mode.IsDir():
+			err = os.Mkdir(p, 0o700)
+		case n.mode&fs.ModeSymlink != 0:
+			err = os.Symlink(n.link, p)
+		default:
+			err = os.WriteFile(p, n.data, 0o600)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(t)) { // directories' modes last, in case one is read-only
+		if n := t[k]; n.mode&fs.ModeSymlink == 0 {
+			if err := os.Chmod(filepath.Join(dir, filepath.FromSlash(k)), n.mode&fs.ModePerm); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readTree reads the host directory dir into a tree; it follows no link.
+func readTree(dir string) (map[string]*node, error) {
+	t := map[string]*node{}
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		n := &node{mode: info.Mode() & (fs.ModeType | fs.ModePerm)} // permission bits only, as PutArchive keeps
+		switch {
+		case info.IsDir():
+		case info.Mode()&fs.ModeSymlink != 0:
+			if n.link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case info.Mode().IsRegular():
+			if n.data, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		default:
+			return nil // a fifo or socket the task made: the fake's tree holds none
+		}
+		t[filepath.ToSlash(rel)] = n
+		return nil
+	})
+	return t, err
+}
+
+// sameNode reports whether a and b are the same entry (nil for none).
+func sameNode(a, b *node) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.mode == b.mode && a.link == b.link && bytes.Equal(a.data, b.data)
 }

@@ -410,7 +410,7 @@ func (in *ingress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
 	}
 	in.log.Store(log)
 	r, err := runner.New(in.Endpoint(), state, &runner.Options{Lease: req.Lease, Ticket: req.Ticket, BaseEnv: env,
-		Logger: slog.New(slog.NewTextHandler(log, nil))})
+		TaskDir: in.s.taskDir, Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		os.RemoveAll(state)
 		fmt.Fprintln(log, "berth-runner:", err)

@@ -34,8 +34,7 @@ func leaseOf(t *testing.T, stderr string) string {
 // it changed after it, its exit status still the task's; with
 // --workspace-git the agent's commit comes back as a bundle and its
 // uncommitted files as a diff. On the local driver with the real runner
-// (the fake's runner runs its tasks on this host, where a fake sandbox's
-// workspace directory does not exist).
+// binary (the fake runs internal/runner in its own process).
 func TestRunPreparesAndCollectsTheWorkspace(t *testing.T) {
 	bin, _ := testenv.RunnerBinarySum(t)
 	c := newCLI(t)

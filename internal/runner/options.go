@@ -76,6 +76,14 @@ type Options struct {
 	// Logger receives the runner's diagnostics; never secrets. Default:
 	// discard.
 	Logger *slog.Logger
+	// TaskDir, if set, gives the directory a task runs in for the working
+	// directory its command named (prp.TaskStart.Cwd, "" for none) and a
+	// function the runner calls once the task's leader was reaped, before
+	// its exit is reported. An error fails the start (start_failed). The
+	// fake driver sets it: its sandboxes keep their files in memory while
+	// its runner's tasks are processes of this host. Default nil: the
+	// named directory itself ("" is the runner's own).
+	TaskDir func(cwd string) (dir string, done func(), err error)
 }
 
 func (o *Options) withDefaults() (Options, error) {

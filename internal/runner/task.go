@@ -53,8 +53,16 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: code, Message: "task " + ts.TaskID + ": " + err.Error()})
 		return
 	}
+	dir, leaveDir := ts.Cwd, func() {}
+	if r.opts.TaskDir != nil {
+		if dir, leaveDir, err = r.opts.TaskDir(ts.Cwd); err != nil {
+			removeSecretFiles(files)
+			r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeStartFailed, Message: "task " + ts.TaskID + ": " + err.Error()})
+			return
+		}
+	}
 	cmd := exec.Command(ts.Argv[0], ts.Argv[1:]...)
-	cmd.Dir = ts.Cwd
+	cmd.Dir = dir
 	cmd.Env = append(r.taskEnv(ts), secretEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if len(ts.Stdin) > 0 {
@@ -64,6 +72,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	stderr, err2 := cmd.StderrPipe()
 	if err := errors.Join(err1, err2); err != nil {
 		removeSecretFiles(files)
+		leaveDir()
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeStartFailed, Message: err.Error()})
 		return
 	}
@@ -78,6 +87,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	r.mu.Unlock()
 	if err != nil {
 		removeSecretFiles(files)
+		leaveDir()
 		r.finish(ctx, c, prp.Result{Status: prp.ResultRejected, Code: prpwire.CodeStartFailed, Message: "task " + ts.TaskID + ": " + err.Error()})
 		return
 	}
@@ -105,6 +115,7 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 		wg.Wait()
 		werr := cmd.Wait()
 		removeSecretFiles(files)
+		leaveDir()
 		r.mu.Lock()
 		delete(r.leaders, t.pgid) // reaped: its group's orphans may be reaped by group
 		r.mu.Unlock()
