@@ -26,6 +26,7 @@ import (
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 	"github.com/berthdev/berth/templates"
@@ -125,7 +126,7 @@ func Memory() Stores {
 		Runners:        newMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
 		Templates:      templates.NewMemoryStore(),
-		Workspaces:     workspace.NewMemoryStore(),
+		Workspaces:     workspacehook.NewMemoryStore().(workspace.Store),
 	}
 }
 

@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/workspace"
 )
 
 // Stores returns db as the store of every berth package: one database
@@ -20,7 +22,7 @@ func (db *DB) Stores() store.Stores {
 		Runners:        controller.SealStore(db.PRP()).(store.RunnerStore),
 		Settings:       db,
 		Templates:      db,
-		Workspaces:     db,
+		Workspaces:     workspacehook.Seal(db).(workspace.Store),
 		Durable:        true,
 	}
 }
