@@ -26,6 +26,7 @@ import (
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
@@ -125,7 +126,7 @@ func Memory() Stores {
 		AuthChecks:     handover.NewMemoryStore(),
 		Runners:        newMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
-		Templates:      templates.NewMemoryStore(),
+		Templates:      templatehook.NewMemoryStore().(templates.Store),
 		Workspaces:     workspacehook.NewMemoryStore().(workspace.Store),
 	}
 }

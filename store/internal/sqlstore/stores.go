@@ -2,8 +2,10 @@ package sqlstore
 
 import (
 	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
 	"github.com/berthdev/berth/workspace"
 )
 
@@ -21,7 +23,7 @@ func (db *DB) Stores() store.Stores {
 		AuthChecks:     db,
 		Runners:        controller.SealStore(db.PRP()).(store.RunnerStore),
 		Settings:       db,
-		Templates:      db,
+		Templates:      templatehook.Seal(db).(templates.Store),
 		Workspaces:     workspacehook.Seal(db).(workspace.Store),
 		Durable:        true,
 	}
