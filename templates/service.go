@@ -86,7 +86,7 @@ type Service struct {
 }
 
 func init() {
-	templatehook.New = func(src templatehook.Sources, opts any) (any, environment.UsageReporter) {
+	templatehook.New = func(src templatehook.Sources, opts any) (any, envhook.UsageReporter[environment.Usage]) {
 		s := sources{Environments: src.Environments, Drivers: src.Drivers, Leases: src.Leases, LeaseRecords: src.LeaseRecords, Secrets: src.Secrets,
 			authorizer: src.Authorizer, logger: src.Logger}
 		s.Templates = unseal(src.Templates)
@@ -103,11 +103,11 @@ func init() {
 }
 
 // newService returns a Service over src, and the hook the catalog needs
-// from it: the environment.UsageReporter that lists the active setup
+// from it: the envhook.UsageReporter that lists the active setup
 // sessions of an environment for its blast radius (CFG-7), which berth.New
 // wires into the catalog. It acts for no principal, so it is no method of
 // the Service.
-func newService(src sources, opts *Options) (*Service, environment.UsageReporter) {
+func newService(src sources, opts *Options) (*Service, envhook.UsageReporter[environment.Usage]) {
 	var o Options
 	if opts != nil {
 		o = *opts

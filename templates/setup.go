@@ -882,9 +882,9 @@ func (s *Service) sweepSessions(ctx context.Context, p authz.Principal) (Session
 // answers for no principal.
 type usageReporter struct{ s *Service }
 
-var _ environment.UsageReporter = usageReporter{}
+var _ envhook.UsageReporter[environment.Usage] = usageReporter{}
 
-// EnvironmentUsage implements environment.UsageReporter: the active setup
+// EnvironmentUsage implements envhook.UsageReporter: the active setup
 // sessions of envID, for the blast radius (CFG-7). Their sandboxes are
 // live leases of the environment and show among its active leases too.
 func (r usageReporter) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {

@@ -1,5 +1,5 @@
 // Package templatehook builds the templates Service that berth.New hands
-// out as System.Templates, and the environment.UsageReporter it wires into
+// out as System.Templates, and the envhook.UsageReporter it wires into
 // the catalog (CONVENTIONS 24): the Service's collaborators are the
 // System's own stores, lease manager and secret store, so no host or
 // driver author constructs one; the System's sweep and berth's own tests
@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -50,11 +51,11 @@ type Sources struct {
 }
 
 // New returns the *templates.Service over src with opts (a
-// *templates.Options, or nil), and the environment.UsageReporter that
+// *templates.Options, or nil), and the envhook.UsageReporter that
 // lists the active setup sessions of an environment for the catalog's
 // blast radius (CFG-7). It acts for no principal, so it is no method of
 // the Service.
-var New func(src Sources, opts any) (svc any, usage environment.UsageReporter)
+var New func(src Sources, opts any) (svc any, usage envhook.UsageReporter[environment.Usage])
 
 // SweepSessions runs the setup sessions' part of System.Sweep on svc (a
 // *templates.Service): it ends the sessions past their TTL, destroys the
