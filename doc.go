@@ -49,9 +49,9 @@
 // delete's bindings and leases) is a hook: a value a constructor returns
 // or takes (the lease manager's TaskStopper from the runner controller,
 // given it through internal/leasehook, the secret resolver built with the
-// hand-over service (internal/handoverhook), the lease manager's
-// environment.UsageReporter, the Assignments the catalog is built with
-// through internal/envhook), never an exported method anyone holding the
+// hand-over service (internal/handoverhook), the lease manager's usage
+// reporter (internal/envhook.UsageReporter), the Assignments the catalog
+// is built with through internal/envhook), never an exported method anyone holding the
 // service could call for no principal; New wires them (hooks.go). Handles
 // (lease.Handle, lease.Task) take no principal: they are the authority
 // granted when they were opened.

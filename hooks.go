@@ -14,7 +14,7 @@ import (
 // (CONVENTIONS 24): the catalog (envhook.NewCatalog) takes the Assignments
 // whose bindings it shows, clears and protects; the lease manager's
 // constructor (internal/leasehook.New) returns the catalog's lease counts
-// (an environment.UsageReporter) and takes the controller's
+// (an envhook.UsageReporter) and takes the controller's
 // leasehook.TaskStopper, which controller.New returns; and
 // controller.New takes the controller.SecretResolver that handover.New
 // returns. Each answers for no principal: the service that calls it

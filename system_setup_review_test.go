@@ -62,7 +62,7 @@ func TestSetupStepStderrRedactedBeforeTail(t *testing.T) {
 // cancelOnInsert cancels a setup session (through sys) when a capture
 // records its template: a Cancel that lands while the capture runs.
 type cancelOnInsert struct {
-	templates.Store
+	tplStore
 	cancel func()
 }
 
@@ -70,7 +70,7 @@ func (c cancelOnInsert) InsertTemplate(ctx context.Context, t *templates.Templat
 	if t.SetupSession != "" && c.cancel != nil {
 		c.cancel()
 	}
-	return c.Store.InsertTemplate(ctx, t)
+	return c.tplStore.InsertTemplate(ctx, t)
 }
 
 // A Cancel that lands while the session captures ends the session and
@@ -83,8 +83,8 @@ func TestSetupCancelDuringCaptureLeavesNoTemplate(t *testing.T) {
 	var sys *berth.System
 	var sid string
 	var cancelErr error
-	wrapped := &cancelOnInsert{Store: st.Templates}
-	st.Templates = wrapped
+	wrapped := &cancelOnInsert{tplStore: tplRecords(st.Templates)}
+	st.Templates = sealTpl(wrapped)
 	w, _ := newSetupWorld(t, &berth.Options{Stores: st}, nil)
 	sys = w.sys
 	svc := sys.Templates()
@@ -204,7 +204,7 @@ func TestWebTerminalProcessBoundToPrincipal(t *testing.T) {
 // holdCapturing holds the first move of a session to capturing until
 // release is closed, after telling arrived.
 type holdCapturing struct {
-	templates.Store
+	tplStore
 	once             *sync.Once
 	arrived, release chan struct{}
 }
@@ -218,7 +218,7 @@ func (h holdCapturing) UpdateSession(ctx context.Context, s *templates.Session) 
 			<-h.release
 		}
 	}
-	return h.Store.UpdateSession(ctx, s)
+	return h.tplStore.UpdateSession(ctx, s)
 }
 
 // Two captures of one session at once (a double submit, two operators):
@@ -228,8 +228,8 @@ func (h holdCapturing) UpdateSession(ctx context.Context, s *templates.Session) 
 func TestTwoCapturesOfOneSession(t *testing.T) {
 	ctx := context.Background()
 	st := store.Memory()
-	hold := holdCapturing{Store: st.Templates, once: &sync.Once{}, arrived: make(chan struct{}), release: make(chan struct{})}
-	st.Templates = hold
+	hold := holdCapturing{tplStore: tplRecords(st.Templates), once: &sync.Once{}, arrived: make(chan struct{}), release: make(chan struct{})}
+	st.Templates = sealTpl(hold)
 	w, fs := newSetupWorld(t, &berth.Options{Stores: st}, nil)
 	svc := w.sys.Templates()
 	ses, err := svc.Setup(ctx, tplOps, templates.SetupRequest{Environment: w.env.ID, Interactive: true})

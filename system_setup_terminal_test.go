@@ -202,7 +202,7 @@ func TestWebTerminalOnDocker(t *testing.T) {
 	// Its hash as the service stores it: the token, principal and path.
 	expired := "bt_expired-token-for-the-test"
 	sum := sha256.Sum256([]byte("berth-terminal-token-v2\x00" + expired + "\x00" + tplOps.ID + "\x00" + string(tplOps.Role) + "\x00/term"))
-	if err := st.Templates.InsertTerminalToken(ctx, &templates.TerminalToken{Hash: hex.EncodeToString(sum[:]), Session: ses.ID,
+	if err := tplRecords(st.Templates).InsertTerminalToken(ctx, &templatehook.TerminalToken{Hash: hex.EncodeToString(sum[:]), Session: ses.ID,
 		ExpiresAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}

@@ -486,7 +486,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			past := time.Now().Add(-time.Minute).UTC()
 			ses := &templates.Session{ID: fmt.Sprintf("ses_crash_%d_%d", seed, e), Environment: env.ID, Driver: w.fk.Name(), State: templates.SessionStarting,
 				CreatedAt: past.Add(-time.Minute), UpdatedAt: past, ExpiresAt: past, Deadline: past.Add(time.Hour), Version: 1}
-			if err := st.Templates.InsertSession(ctx, ses); err != nil {
+			if err := tplRecords(st.Templates).InsertSession(ctx, ses); err != nil {
 				t.Fatal(err)
 			}
 			if point == "before-create" {
@@ -502,7 +502,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 			}
 			next := *ses
 			next.State, next.Lease, next.Version = templates.SessionCapturing, h.ID(), 2
-			if err := st.Templates.UpdateSession(ctx, &next); err != nil {
+			if err := tplRecords(st.Templates).UpdateSession(ctx, &next); err != nil {
 				t.Fatal(err)
 			}
 			tpl, err := svc.Capture(ctx, tplOps, h.ID(), "half")
@@ -518,7 +518,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Fatal(err)
 			}
 			next.State, next.Template, next.Version = templates.SessionCaptured, tpl.ID, 3
-			if err := st.Templates.UpdateSession(ctx, &next); err != nil {
+			if err := tplRecords(st.Templates).UpdateSession(ctx, &next); err != nil {
 				t.Fatal(err)
 			}
 			if point == "mid-promote-swapped" { // the pointer moved, the template states did not
@@ -559,7 +559,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Errorf("seed %d %v: setup lease %s is %s, cleanup %q", seed, schedule, l.ID, l.Status, l.Cleanup)
 			}
 		}
-		sessions, err := st.Templates.ListSessions(ctx, templates.Filter{})
+		sessions, err := tplRecords(st.Templates).ListSessions(ctx, templatehook.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -568,7 +568,7 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 				t.Errorf("seed %d %v: session %s still %s", seed, schedule, s.ID, s.State)
 			}
 		}
-		tpls, err := st.Templates.ListTemplates(ctx, templates.Filter{})
+		tpls, err := tplRecords(st.Templates).ListTemplates(ctx, templatehook.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,14 +587,14 @@ func TestSetupCrashSchedulesOnFake(t *testing.T) {
 
 // barrierSessions makes two InsertSession calls meet before either runs.
 type barrierSessions struct {
-	templates.Store
+	tplStore
 	gate *sync.WaitGroup
 }
 
 func (b barrierSessions) InsertSession(ctx context.Context, s *templates.Session) error {
 	b.gate.Done()
 	b.gate.Wait()
-	return b.Store.InsertSession(ctx, s)
+	return b.tplStore.InsertSession(ctx, s)
 }
 
 // IMG-4, issue 30: two setup sessions of one environment started at once
@@ -611,8 +611,8 @@ func TestTwoSetupsAtOnceOverOnePostgres(t *testing.T) {
 	stA, stB := openStores(t, url), openStores(t, url)
 	a := newTplWorld(t, &berth.Options{Stores: stA, Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true}, fk)
 	a.create(t, "setup-race")
-	stA.Templates = barrierSessions{stA.Templates, gate}
-	stB.Templates = barrierSessions{stB.Templates, gate}
+	stA.Templates = sealTpl(barrierSessions{tplRecords(stA.Templates), gate})
+	stB.Templates = sealTpl(barrierSessions{tplRecords(stB.Templates), gate})
 	var systems []*berth.System
 	for _, st := range []store.Stores{stA, stB} {
 		sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true})
@@ -694,3 +694,12 @@ func TestSetupByAnOperatorWhoMayNotReadConfigsOnFake(t *testing.T) {
 		t.Errorf("the setup operator reads the lease %+v, %v; want the redacted view (the case of the bug)", l, err)
 	}
 }
+
+// tplStore is the store inside a templates.Store (sealed).
+type tplStore = templatehook.Records[*templates.Template, *templates.Session, *templates.Event, *templates.SessionEvent]
+
+// tplRecords returns the records inside the sealed templates store s.
+func tplRecords(s templates.Store) tplStore { return templatehook.Unseal(s).(tplStore) }
+
+// sealTpl returns r as a templates.Store, for a test's wrapper of berth's store.
+func sealTpl(r tplStore) templates.Store { return templatehook.Seal(r).(templates.Store) }

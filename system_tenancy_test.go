@@ -125,13 +125,13 @@ func TestSetupSessionPastItsTimeRefusedWhenUsed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cur, err := st.Templates.GetSession(ctx, ses.ID)
+			cur, err := tplRecords(st.Templates).GetSession(ctx, ses.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			expire(cur)
 			cur.Version++
-			if err := st.Templates.UpdateSession(ctx, cur); err != nil {
+			if err := tplRecords(st.Templates).UpdateSession(ctx, cur); err != nil {
 				t.Fatal(err)
 			}
 			if err := do(ses.ID, m); !errors.Is(err, errcode.ErrConflict) {

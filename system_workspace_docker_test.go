@@ -17,6 +17,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store/sqlite"
 	"github.com/berthdev/berth/workspace"
@@ -130,7 +131,7 @@ func TestWorkspaceKilledDuringPrepare(t *testing.T) {
 	st := db.Stores()
 	var rec *workspace.Workspace
 	for rec == nil {
-		ws, err := st.Workspaces.ListWorkspaces(ctx, workspace.Filter{State: workspace.StatePreparing})
+		ws, err := wsRecords(st.Workspaces).ListWorkspaces(ctx, workspacehook.Filter{State: string(workspace.StatePreparing)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,11 +174,16 @@ func TestWorkspaceKilledDuringPrepare(t *testing.T) {
 	if n := containers(t, cli, "berth.lease="+rec.Lease); n != 0 {
 		t.Errorf("%d containers of the lease after the sweep, want none", n)
 	}
-	got, err := st.Workspaces.GetWorkspace(ctx, rec.ID)
+	got, err := wsRecords(st.Workspaces).GetWorkspace(ctx, rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e := got.End; got.State != workspace.StateEnded || e == nil || e.Reason != workspace.EndSwept || e.Outcome != workspace.OutcomeIndeterminate || !strings.Contains(e.Detail, "preparing") {
 		t.Errorf("the record after the sweep: %s %+v, want ended swept indeterminate", got.State, e)
 	}
+}
+
+// wsRecords returns the records inside the sealed workspace store s.
+func wsRecords(s workspace.Store) workspacehook.Records[*workspace.Workspace] {
+	return workspacehook.Unseal(s).(workspacehook.Records[*workspace.Workspace])
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/workspace"
 )
@@ -81,7 +82,7 @@ func wsSource(t *testing.T) (dir, hashWithoutEnv string) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	h, err := workspace.TreeHash(root)
+	h, err := workspacehook.TreeHash(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,33 +578,33 @@ func testWorkspaceFiles(t *testing.T, d drivers.Driver, cfg map[string]any) {
 	}
 	board := authz.Principal{ID: "b", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
 	agent := authz.Principal{ID: "bot", Role: authz.RoleAgent, Companies: []string{"acme"}}
-	list, err := sys.Workspaces().ReadDir(ctx, board, h, ws.ID, "")
+	list, err := sys.Workspaces().Files(board, h, ws.ID).ReadDir(ctx, "")
 	if err != nil || len(list) != 2 || list[0].Name != "a.txt" || list[1].Name != "sub" {
 		t.Errorf("the board member's listing: %+v, %v", list, err)
 	}
-	if err := sys.Workspaces().GetArchive(ctx, board, h, ws.ID, "a.txt", io.Discard); !errors.Is(err, errcode.ErrDenied) {
+	if err := sys.Workspaces().Files(board, h, ws.ID).GetArchive(ctx, "a.txt", io.Discard); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("the board member reads a file: %v, want denied", err)
 	}
 	other := authz.Principal{ID: "o", Role: authz.RoleBoardMember, Companies: []string{"globex"}}
-	if _, err := sys.Workspaces().ReadDir(ctx, other, h, ws.ID, ""); !errors.Is(err, errcode.ErrNotFound) {
+	if _, err := sys.Workspaces().Files(other, h, ws.ID).ReadDir(ctx, ""); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("another company lists: %v, want not found", err)
 	}
-	if err := sys.Workspaces().PutArchive(ctx, agent, h, ws.ID, "sub", tarOf(t, map[string]string{"c.txt": "c"})); err != nil {
+	if err := sys.Workspaces().Files(agent, h, ws.ID).PutArchive(ctx, "sub", tarOf(t, map[string]string{"c.txt": "c"})); err != nil {
 		t.Fatalf("the agent's upload: %v", err)
 	}
 	var out bytes.Buffer
-	if err := sys.Workspaces().GetArchive(ctx, agent, h, ws.ID, "sub", &out); err != nil {
+	if err := sys.Workspaces().Files(agent, h, ws.ID).GetArchive(ctx, "sub", &out); err != nil {
 		t.Fatal(err)
 	}
 	if names := tarNames(t, &out); !slices.Contains(names, "c.txt") || !slices.Contains(names, "b.txt") {
 		t.Errorf("sub holds %q", names)
 	}
 	for _, p := range []string{"..", "../..", "/etc", "sub/../../x"} {
-		if _, err := sys.Workspaces().ReadDir(ctx, agent, h, ws.ID, p); !errors.Is(err, errcode.ErrInvalid) {
+		if _, err := sys.Workspaces().Files(agent, h, ws.ID).ReadDir(ctx, p); !errors.Is(err, errcode.ErrInvalid) {
 			t.Errorf("ReadDir %q: %v, want invalid", p, err)
 		}
 	}
-	err = sys.Workspaces().PutArchive(ctx, agent, h, ws.ID, "", tarOf(t, map[string]string{"ok": "1", "../escape": "x"}))
+	err = sys.Workspaces().Files(agent, h, ws.ID).PutArchive(ctx, "", tarOf(t, map[string]string{"ok": "1", "../escape": "x"}))
 	if errcode.ReasonOf(err) != "unsafe_archive" || !strings.Contains(errcode.MessageOf(err), "../escape") {
 		t.Errorf("an upload that leaves the directory: %v, want unsafe_archive naming the entry", err)
 	}

@@ -42,7 +42,7 @@ type options struct {
 	// keeper shared with the lease manager. Without them nothing else
 	// references an environment, nothing but the instance default is
 	// protected, and secrets an update supersedes are deleted at once.
-	usageReporters []UsageReporter
+	usageReporters []usageReporter
 	protected      func(ctx context.Context, env *Environment) string
 	secretKeeper   envhook.SecretKeeper
 
@@ -78,7 +78,7 @@ type Catalog struct {
 	clock     clock.Clock
 	newID     func() string
 	asg       *Assignments
-	reporters []UsageReporter
+	reporters []usageReporter
 	protected func(context.Context, *Environment) string
 	health    HealthStore
 	gate      *gate

@@ -29,7 +29,7 @@ type Reference struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// Usage is what one UsageReporter knows about the references to an
+// Usage is what one usage reporter knows about the references to an
 // environment (CFG-7).
 type Usage struct {
 	// Assignments are bindings and defaults that point at the environment.
@@ -60,15 +60,16 @@ func (u *Usage) add(o Usage) {
 	u.PooledLeases = append(u.PooledLeases, o.PooledLeases...)
 }
 
-// UsageReporter reports what references an environment, for the catalog's
+// usageReporter reports what references an environment, for the catalog's
 // blast radius (CFG-7): the lease and image-setup layers' constructors
-// return one (internal/leasehook.New) and berth.New wires it into the catalog
-// (internal/envhook). It is a hook between services, not an entry
-// point: it answers for no principal, so it is never an exported method of
-// a service (the catalog authorizes BlastRadius and Delete before it asks).
-// EnvironmentUsage reads records only: it never calls a provider (CAP-1).
+// return one (internal/leasehook.New, internal/templatehook.New) and
+// berth.New wires it into the catalog (internal/envhook). It is a hook
+// between services, not an entry point: it answers for no principal, so
+// it is never an exported method of a service (the catalog authorizes
+// BlastRadius and Delete before it asks). EnvironmentUsage reads records
+// only: it never calls a provider (CAP-1).
 //
-// A UsageReporter may also have the method
+// A usage reporter may also have the method
 //
 //	EnvironmentArchived(ctx context.Context, envID string) error
 //
@@ -85,22 +86,20 @@ func (u *Usage) add(o Usage) {
 // must not block on the fill. And it may have ClearEnvironment
 // (envhook.ReferenceClearer), which the catalog's Delete calls once the
 // environment is gone, for the references it owns.
-type UsageReporter interface {
-	EnvironmentUsage(ctx context.Context, envID string) (Usage, error)
-}
+type usageReporter = envhook.UsageReporter[Usage]
 
-// archiveObserver is what a UsageReporter may add (see UsageReporter).
+// archiveObserver is what a usage reporter may add (see usageReporter).
 type archiveObserver interface {
 	EnvironmentArchived(ctx context.Context, envID string) error
 }
 
-// saveObserver is what a UsageReporter may add (see UsageReporter).
+// saveObserver is what a usage reporter may add (see usageReporter).
 type saveObserver interface {
 	EnvironmentSaved(ctx context.Context, env *Environment)
 }
 
 // saved tells the reporters that observe saves that env, active with a
-// warm pool, was saved (see UsageReporter).
+// warm pool, was saved (see usageReporter).
 func (c *Catalog) saved(ctx context.Context, env *Environment) {
 	if env.Pool == nil || env.Status != StatusActive {
 		return

@@ -32,7 +32,7 @@
 // internal/envhook: the catalog reaches the assignments' bindings for the
 // blast radius, their clearing and the instance default's protection
 // through unexported methods; other services' usage counts (the lease
-// manager's, the setup sessions') are the UsageReporter values their
+// manager's, the setup sessions') are the usage reporters their
 // constructors return, which berth.New wires into the catalog with the
 // secret keeper and the host's Protected. The lease layer's way in
 // (authorizing a lease of a saved target or of a draft) is an

@@ -116,7 +116,7 @@ var CachedHealthStore = cachedHealthStore
 
 // WireCatalog sets the catalog hooks berth.New wires (envhook.Options'
 // Keeper, Reporters and Protected).
-func (o *Options) WireCatalog(keeper *SecretKeeper, reporters []UsageReporter, protected func(context.Context, *Environment) string) {
+func (o *Options) WireCatalog(keeper *SecretKeeper, reporters []usageReporter, protected func(context.Context, *Environment) string) {
 	o.secretKeeper = nil
 	if keeper != nil {
 		o.secretKeeper = keeper
@@ -173,3 +173,6 @@ func (g *gate) DriverStatus(name string) error { return g.driverStatus(name) }
 func (g *gate) Admit(ctx context.Context, d drivers.Driver) error { return g.admit(ctx, d, nil) }
 
 func (ref BindingRef) ID() string { return ref.id() }
+
+// UsageReporter is the catalog's usage hook (usageReporter).
+type UsageReporter = usageReporter

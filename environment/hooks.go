@@ -82,7 +82,7 @@ func optionsOf(o *envhook.Options) *options {
 	out := &options{TestMode: o.TestMode, Authorizer: o.Authorizer, Logger: o.Logger, Settings: o.Settings, secretKeeper: o.Keeper}
 	out.Health, _ = o.Health.(HealthStore)
 	for _, r := range o.Reporters {
-		out.usageReporters = append(out.usageReporters, r.(UsageReporter))
+		out.usageReporters = append(out.usageReporters, r.(usageReporter))
 	}
 	out.protected, _ = o.Protected.(func(context.Context, *Environment) string)
 	return out

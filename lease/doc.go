@@ -33,9 +33,9 @@
 // the Assignments (for environments, bindings and the Authorizer), the
 // runner controller's task hook (the value internal/controller.New returns),
 // the secret store and keeper, the instance settings and the runner
-// binaries, and returns, next to the Manager, the
-// environment.UsageReporter that counts leases for the catalog's delete
-// blast radius. So do the calls of a Handle that only the runner
+// binaries, and returns, next to the Manager, the usage reporter
+// (internal/envhook.UsageReporter) that counts leases for the catalog's
+// delete blast radius. So do the calls of a Handle that only the runner
 // controller, the prober and the templates service make (hosting the
 // runner, a terminal, a capture, the live image): a host reaches them
 // through those services. A Handle's methods take no principal: the Handle is the
@@ -210,7 +210,7 @@
 // pending_cleanup for the next sweep. A crash leaves a starting member,
 // or an adopted one not yet active, to the sweep like any starting lease.
 // The catalog's archive and delete drain the pool through the manager's
-// usage hook (environment.UsageReporter with its archive hook and
+// usage hook (envhook.UsageReporter with its archive hook and
 // ClearEnvironment),
 // and the blast radius lists members as PooledLeases. Close drains
 // nothing. A runner pool (environment.Pool.Runner) prepares its members

@@ -7,11 +7,14 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasehook"
 )
 
 // NewManager is leasehook.New, typed.
-func NewManager(src leasehook.Sources) (*Manager, environment.UsageReporter) { return newManager(src) }
+func NewManager(src leasehook.Sources) (*Manager, envhook.UsageReporter[environment.Usage]) {
+	return newManager(src)
+}
 
 // Close is leasehook.Close, typed.
 func Close(m *Manager) error { return m.close() }

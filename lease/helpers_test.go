@@ -342,7 +342,7 @@ func knobbed(o *lease.Options, f func(*leasetune.Knobs)) *lease.Options {
 // newManagerWith returns a manager over store and reg with the hook's
 // Sources: o is a *mopts (its Options and Sources), a *lease.Options, or
 // nil.
-func newManagerWith(store lease.Store, reg *drivers.Registry, asg *environment.Assignments, tasks leasehook.TaskStopper, o any) (*lease.Manager, environment.UsageReporter) {
+func newManagerWith(store lease.Store, reg *drivers.Registry, asg *environment.Assignments, tasks leasehook.TaskStopper, o any) (*lease.Manager, envhook.UsageReporter[environment.Usage]) {
 	var src leasehook.Sources
 	switch o := o.(type) {
 	case *mopts:

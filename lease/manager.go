@@ -136,7 +136,7 @@ type Manager struct {
 }
 
 func init() {
-	leasehook.New = func(src leasehook.Sources) (any, environment.UsageReporter) { return newManager(src) }
+	leasehook.New = func(src leasehook.Sources) (any, envhook.UsageReporter[environment.Usage]) { return newManager(src) }
 	leasehook.Close = func(m any) error { return m.(*Manager).close() }
 	leasehook.Tune = func(opts any, f func(*leasetune.Knobs)) { leasetune.Update(&opts.(*Options).tuning, f) }
 }
@@ -147,7 +147,7 @@ func init() {
 // Reference of kind "lease" each (a lease may be both active and
 // reusable), reading the live records only (Filter.Live) and calling no
 // provider (CAP-1), and drains or refills the environment's pool.
-func newManager(src leasehook.Sources) (*Manager, environment.UsageReporter) {
+func newManager(src leasehook.Sources) (*Manager, envhook.UsageReporter[environment.Usage]) {
 	store := src.Store.(Store)
 	reg, asg, tasks := src.Drivers, src.Assignments, src.Tasks
 	var o Options

@@ -14,11 +14,11 @@ import (
 type leaseUsage struct{ m *Manager }
 
 var (
-	_ environment.UsageReporter = leaseUsage{}
-	_ envhook.ReferenceClearer  = leaseUsage{}
+	_ envhook.UsageReporter[environment.Usage] = leaseUsage{}
+	_ envhook.ReferenceClearer                 = leaseUsage{}
 )
 
-// EnvironmentUsage implements environment.UsageReporter.
+// EnvironmentUsage implements envhook.UsageReporter.
 func (u leaseUsage) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
 	ls, err := u.m.store.ListLeases(ctx, Filter{Environment: envID, Live: true})
 	if err != nil {
@@ -61,7 +61,7 @@ func (u leaseUsage) ClearEnvironment(ctx context.Context, envID string) error {
 	return nil
 }
 
-// EnvironmentArchived is environment.UsageReporter's archive hook: after the
+// EnvironmentArchived is envhook.UsageReporter's archive hook: after the
 // catalog archived environment envID it drains the environment's warm
 // pool as ClearEnvironment does (an archived environment is never leased).
 func (u leaseUsage) EnvironmentArchived(ctx context.Context, envID string) error {
@@ -75,7 +75,7 @@ func (u leaseUsage) EnvironmentArchived(ctx context.Context, envID string) error
 	return nil
 }
 
-// EnvironmentSaved is environment.UsageReporter's save hook: after the
+// EnvironmentSaved is envhook.UsageReporter's save hook: after the
 // catalog saved env with a warm pool (created, its pool or config changed,
 // restored) it starts filling the pool in the background, as an adoption
 // or a sweep does (refillSoon: one fill per environment at a time, each

@@ -12,6 +12,8 @@
 // the SQL packages (store/sqlite, store/postgres) and the root package use
 // one value without importing each other. A new package's store is a new
 // field, which breaks no one: the SQL packages fill it, and Memory does.
+// Three are sealed, their records being berth's flows' own: RunnerStore,
+// templates.Store and workspace.Store; only berth's stores make them.
 //
 // store/storetest runs every package's suite over one Stores value.
 package store
@@ -26,6 +28,8 @@ import (
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
+	"github.com/berthdev/berth/internal/templatehook"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/qualification"
 	"github.com/berthdev/berth/templates"
@@ -62,12 +66,13 @@ type Stores struct {
 	// Settings holds the instance settings (CFG-9): whether environments
 	// are enabled and whether only managed sandboxes may be targets.
 	Settings instance.Store
-	// Templates holds the captured templates of environments and the
-	// history of their active pointers (package templates).
+	// Templates holds the captured templates of environments, the
+	// history of their active pointers and the setup sessions (package
+	// templates). Sealed: only berth's stores make one.
 	Templates templates.Store
 	// Workspaces holds the write-ahead records of agents' workspaces:
 	// owner, source, lease, checkpoint and the receipt of their end
-	// (package workspace).
+	// (package workspace). Sealed: only berth's stores make one.
 	Workspaces workspace.Store
 	// Durable marks stores whose records outlive the process: store/sqlite
 	// and store/postgres set it, Memory does not. berth.New then refuses
@@ -124,8 +129,8 @@ func Memory() Stores {
 		AuthChecks:     handover.NewMemoryStore(),
 		Runners:        newMemoryRunnerStore(),
 		Settings:       instance.NewMemoryStore(),
-		Templates:      templates.NewMemoryStore(),
-		Workspaces:     workspace.NewMemoryStore(),
+		Templates:      templatehook.NewMemoryStore().(templates.Store),
+		Workspaces:     workspacehook.NewMemoryStore().(workspace.Store),
 	}
 }
 

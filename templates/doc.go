@@ -78,5 +78,7 @@
 // capture sessions and open terminals; board members read sessions and
 // their events; agents nothing.
 //
-// templatestest is the store's conformance suite.
+// The Store (store.Stores.Templates) is sealed: store.Memory, store/sqlite
+// and store/postgres make one, and templatestest is their conformance
+// suite.
 package templates

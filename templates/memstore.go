@@ -11,7 +11,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// memoryStore is NewMemoryStore's Store.
+// memoryStore is the memory store (templatehook.NewMemoryStore).
 type memoryStore struct {
 	mu        sync.Mutex
 	templates map[string]*Template
@@ -22,18 +22,18 @@ type memoryStore struct {
 }
 
 type memToken struct {
-	t    TerminalToken
+	t    terminalToken
 	used bool
 }
 
-// NewMemoryStore returns an empty in-memory Store: the embedded default. It
+// newMemoryStore returns an empty in-memory store: the embedded default. It
 // is safe for concurrent use; each operation is atomic under one lock.
-func NewMemoryStore() Store {
+func newMemoryStore() *memoryStore {
 	return &memoryStore{templates: map[string]*Template{}, events: map[string][]*Event{},
 		sessions: map[string]*Session{}, sevents: map[string][]*SessionEvent{}, tokens: map[string]*memToken{}}
 }
 
-// InsertTemplate implements Store.
+// InsertTemplate implements templatehook.Records.
 func (m *memoryStore) InsertTemplate(ctx context.Context, t *Template) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -53,7 +53,7 @@ func (m *memoryStore) InsertTemplate(ctx context.Context, t *Template) error {
 	return nil
 }
 
-// GetTemplate implements Store.
+// GetTemplate implements templatehook.Records.
 func (m *memoryStore) GetTemplate(ctx context.Context, id string) (*Template, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -67,8 +67,8 @@ func (m *memoryStore) GetTemplate(ctx context.Context, id string) (*Template, er
 	return t.clone(), nil
 }
 
-// ListTemplates implements Store.
-func (m *memoryStore) ListTemplates(ctx context.Context, f Filter) ([]*Template, error) {
+// ListTemplates implements templatehook.Records.
+func (m *memoryStore) ListTemplates(ctx context.Context, f filter) ([]*Template, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (m *memoryStore) ListTemplates(ctx context.Context, f Filter) ([]*Template,
 	return out, nil
 }
 
-// UpdateTemplate implements Store.
+// UpdateTemplate implements templatehook.Records.
 func (m *memoryStore) UpdateTemplate(ctx context.Context, t *Template) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -108,7 +108,7 @@ func (m *memoryStore) UpdateTemplate(ctx context.Context, t *Template) error {
 	return nil
 }
 
-// AppendEvent implements Store.
+// AppendEvent implements templatehook.Records.
 func (m *memoryStore) AppendEvent(ctx context.Context, e *Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -125,7 +125,7 @@ func (m *memoryStore) AppendEvent(ctx context.Context, e *Event) error {
 	return nil
 }
 
-// ListEvents implements Store.
+// ListEvents implements templatehook.Records.
 func (m *memoryStore) ListEvents(ctx context.Context, environment string) ([]*Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func (m *memoryStore) ListEvents(ctx context.Context, environment string) ([]*Ev
 	return out, nil
 }
 
-// InsertSession implements Store: the one-active-session rule is checked
+// InsertSession implements templatehook.Records: the one-active-session rule is checked
 // under the store's lock.
 func (m *memoryStore) InsertSession(ctx context.Context, s *Session) error {
 	if err := ctx.Err(); err != nil {
@@ -168,7 +168,7 @@ func (m *memoryStore) InsertSession(ctx context.Context, s *Session) error {
 	return nil
 }
 
-// GetSession implements Store.
+// GetSession implements templatehook.Records.
 func (m *memoryStore) GetSession(ctx context.Context, id string) (*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -182,8 +182,8 @@ func (m *memoryStore) GetSession(ctx context.Context, id string) (*Session, erro
 	return s.clone(), nil
 }
 
-// ListSessions implements Store.
-func (m *memoryStore) ListSessions(ctx context.Context, f Filter) ([]*Session, error) {
+// ListSessions implements templatehook.Records.
+func (m *memoryStore) ListSessions(ctx context.Context, f filter) ([]*Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (m *memoryStore) ListSessions(ctx context.Context, f Filter) ([]*Session, e
 	return out, nil
 }
 
-// UpdateSession implements Store.
+// UpdateSession implements templatehook.Records.
 func (m *memoryStore) UpdateSession(ctx context.Context, s *Session) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -230,7 +230,7 @@ func (m *memoryStore) UpdateSession(ctx context.Context, s *Session) error {
 	return nil
 }
 
-// AppendSessionEvent implements Store.
+// AppendSessionEvent implements templatehook.Records.
 func (m *memoryStore) AppendSessionEvent(ctx context.Context, e *SessionEvent) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -247,7 +247,7 @@ func (m *memoryStore) AppendSessionEvent(ctx context.Context, e *SessionEvent) e
 	return nil
 }
 
-// ListSessionEvents implements Store.
+// ListSessionEvents implements templatehook.Records.
 func (m *memoryStore) ListSessionEvents(ctx context.Context, session string, after int64) ([]*SessionEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -264,8 +264,8 @@ func (m *memoryStore) ListSessionEvents(ctx context.Context, session string, aft
 	return out, nil
 }
 
-// InsertTerminalToken implements Store.
-func (m *memoryStore) InsertTerminalToken(ctx context.Context, t *TerminalToken) error {
+// InsertTerminalToken implements templatehook.Records.
+func (m *memoryStore) InsertTerminalToken(ctx context.Context, t *terminalToken) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -281,7 +281,7 @@ func (m *memoryStore) InsertTerminalToken(ctx context.Context, t *TerminalToken)
 	return nil
 }
 
-// PruneTerminalTokens implements Store.
+// PruneTerminalTokens implements templatehook.Records.
 func (m *memoryStore) PruneTerminalTokens(ctx context.Context, before time.Time) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -298,8 +298,8 @@ func (m *memoryStore) PruneTerminalTokens(ctx context.Context, before time.Time)
 	return n, nil
 }
 
-// RedeemTerminalToken implements Store.
-func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error) {
+// RedeemTerminalToken implements templatehook.Records.
+func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*terminalToken, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

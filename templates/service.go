@@ -29,7 +29,7 @@ import (
 // (internal/templatehook documents each); every field is required.
 type sources struct {
 	// Templates is the template and history store.
-	Templates Store
+	Templates records
 	// Environments holds the environment records whose ActiveTemplate the
 	// service changes by compare-and-swap on the revision.
 	Environments environment.Store
@@ -86,10 +86,10 @@ type Service struct {
 }
 
 func init() {
-	templatehook.New = func(src templatehook.Sources, opts any) (any, environment.UsageReporter) {
+	templatehook.New = func(src templatehook.Sources, opts any) (any, envhook.UsageReporter[environment.Usage]) {
 		s := sources{Environments: src.Environments, Drivers: src.Drivers, Leases: src.Leases, LeaseRecords: src.LeaseRecords, Secrets: src.Secrets,
 			authorizer: src.Authorizer, logger: src.Logger}
-		s.Templates, _ = src.Templates.(Store)
+		s.Templates = unseal(src.Templates)
 		o, _ := opts.(*Options)
 		return newService(s, o)
 	}
@@ -97,14 +97,17 @@ func init() {
 		return svc.(*Service).sweepSessions(ctx, p)
 	}
 	templatehook.SetTerminalRing = func(h http.Handler, n int) { h.(*termHandler).ring = n }
+	templatehook.Seal = func(s any) any { return sealedStore{s.(records)} }
+	templatehook.Unseal = func(s any) any { return unseal(s) }
+	templatehook.NewMemoryStore = func() any { return Store(sealedStore{newMemoryStore()}) }
 }
 
 // newService returns a Service over src, and the hook the catalog needs
-// from it: the environment.UsageReporter that lists the active setup
+// from it: the envhook.UsageReporter that lists the active setup
 // sessions of an environment for its blast radius (CFG-7), which berth.New
 // wires into the catalog. It acts for no principal, so it is no method of
 // the Service.
-func newService(src sources, opts *Options) (*Service, environment.UsageReporter) {
+func newService(src sources, opts *Options) (*Service, envhook.UsageReporter[environment.Usage]) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -222,7 +225,7 @@ func (s *Service) List(ctx context.Context, p authz.Principal, envID string) ([]
 	if err := s.authorize(ctx, p, authz.ActionRead, resource(envID, "", ""), "templates of environment "+envID); err != nil {
 		return nil, err
 	}
-	list, err := s.src.Templates.ListTemplates(ctx, Filter{Environment: envID})
+	list, err := s.src.Templates.ListTemplates(ctx, filter{Environment: envID})
 	if err != nil {
 		return nil, fmt.Errorf("custom: templates of environment %s: %w", envID, err)
 	}
@@ -415,7 +418,7 @@ func (s *Service) reconcile(ctx context.Context, envID string) {
 	if env.ActiveTemplate != nil {
 		active = env.ActiveTemplate.ID
 	}
-	list, err := s.src.Templates.ListTemplates(ctx, Filter{Environment: envID})
+	list, err := s.src.Templates.ListTemplates(ctx, filter{Environment: envID})
 	if err != nil {
 		s.src.logger.Warn("custom: listing templates to reconcile their states", "environment", envID, "err", err)
 		return
@@ -550,7 +553,7 @@ func (s *Service) Sweep(ctx context.Context, p authz.Principal) (int, error) {
 	if err := s.src.authorizer.Authorize(ctx, p, authz.ActionSweep, resource("", "", "")); err != nil {
 		return 0, fmt.Errorf("custom: sweep: %w", err)
 	}
-	list, err := s.src.Templates.ListTemplates(ctx, Filter{DeleteWanted: true})
+	list, err := s.src.Templates.ListTemplates(ctx, filter{DeleteWanted: true})
 	if err != nil {
 		return 0, fmt.Errorf("custom: sweep: %w", err)
 	}

@@ -266,19 +266,6 @@ func (sc *setupScript) hash(base string) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// TerminalToken is the stored record of a terminal token
-// (Service.MintTerminalToken): the token itself is never kept.
-type TerminalToken struct {
-	// Hash is the hex SHA-256 of the token together with the principal
-	// (its ID and Role) it was minted for and the URL path it may be
-	// redeemed on: the service presents the hash of what a request
-	// carries, so a store matches the hash only.
-	Hash    string `json:"hash"`
-	Session string `json:"session"`
-	// ExpiresAt is the end of the 60 seconds it may be redeemed in.
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
 // ErrTokenInvalid: a terminal token that is unknown, used, expired, or
 // presented for another session, path or principal.
 var ErrTokenInvalid error = &errcode.Error{Code: errcode.AuthFailed, Reason: "terminal_token_invalid", Err: errors.New("custom: terminal token invalid, used or expired")}

@@ -279,7 +279,7 @@ func (s *Service) base(env *environment.Environment, d drivers.Driver) string {
 // before it (leases start from it, so the setup would rebuild the same
 // thing on top of itself); nil if none.
 func (s *Service) reusable(ctx context.Context, env *environment.Environment, script *setupScript, hash string) *Template {
-	list, err := s.src.Templates.ListTemplates(ctx, Filter{Environment: env.ID})
+	list, err := s.src.Templates.ListTemplates(ctx, filter{Environment: env.ID})
 	if err != nil {
 		s.src.logger.Warn("custom: listing templates for reuse", "environment", env.ID, "err", err)
 		return nil
@@ -679,7 +679,7 @@ func (s *Service) Sessions(ctx context.Context, p authz.Principal, envID string)
 	if err := s.authorize(ctx, p, authz.ActionRead, sessionResource(envID, ""), "setup sessions of environment "+envID); err != nil {
 		return nil, err
 	}
-	list, err := s.src.Templates.ListSessions(ctx, Filter{Environment: envID})
+	list, err := s.src.Templates.ListSessions(ctx, filter{Environment: envID})
 	if err != nil {
 		return nil, fmt.Errorf("custom: setup sessions of environment %s: %w", envID, err)
 	}
@@ -825,7 +825,7 @@ func (s *Service) sweepSessions(ctx context.Context, p authz.Principal) (Session
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
 	now := s.o.clock.Now()
-	active, err := s.src.Templates.ListSessions(ctx, Filter{Active: true})
+	active, err := s.src.Templates.ListSessions(ctx, filter{Active: true})
 	if err != nil {
 		return rep, fmt.Errorf("custom: sweep of setup sessions: %w", err)
 	}
@@ -845,7 +845,7 @@ func (s *Service) sweepSessions(ctx context.Context, p authz.Principal) (Session
 	// A promote killed between the pointer's swap and the template states'
 	// update leaves a template named by the pointer but not marked
 	// active: the states follow the pointer again.
-	if tpls, err := s.src.Templates.ListTemplates(ctx, Filter{}); err == nil {
+	if tpls, err := s.src.Templates.ListTemplates(ctx, filter{}); err == nil {
 		seen := map[string]bool{}
 		for _, t := range tpls {
 			if !seen[t.Environment] {
@@ -882,13 +882,13 @@ func (s *Service) sweepSessions(ctx context.Context, p authz.Principal) (Session
 // answers for no principal.
 type usageReporter struct{ s *Service }
 
-var _ environment.UsageReporter = usageReporter{}
+var _ envhook.UsageReporter[environment.Usage] = usageReporter{}
 
-// EnvironmentUsage implements environment.UsageReporter: the active setup
+// EnvironmentUsage implements envhook.UsageReporter: the active setup
 // sessions of envID, for the blast radius (CFG-7). Their sandboxes are
 // live leases of the environment and show among its active leases too.
 func (r usageReporter) EnvironmentUsage(ctx context.Context, envID string) (environment.Usage, error) {
-	list, err := r.s.src.Templates.ListSessions(ctx, Filter{Environment: envID, Active: true})
+	list, err := r.s.src.Templates.ListSessions(ctx, filter{Environment: envID, Active: true})
 	if err != nil {
 		return environment.Usage{}, fmt.Errorf("custom: setup sessions of environment %s: %w", envID, err)
 	}

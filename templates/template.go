@@ -1,12 +1,12 @@
 package templates
 
 import (
-	"context"
 	"errors"
 	"time"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/templatehook"
 )
 
 // State is a template's lifecycle state: captured -> active <-> superseded;
@@ -122,74 +122,37 @@ type Event struct {
 	Revision int64 `json:"revision"`
 }
 
-// Filter selects templates in Store.ListTemplates and setup sessions in
-// Store.ListSessions; zero fields match everything.
-type Filter struct {
-	Environment string
-	// DeleteWanted matches only templates whose deletion is wanted
-	// (ListTemplates; ListSessions ignores it).
-	DeleteWanted bool
-	// Active matches only sessions in an active state (ListSessions;
-	// ListTemplates ignores it).
-	Active bool
+// Store persists templates, the pointer history and the setup sessions
+// with their events and terminal tokens. Its records move with the setup
+// flow, so it is sealed, like store.RunnerStore: only berth's stores
+// implement it (store.Memory's, store/sqlite's and store/postgres's
+// Stores().Templates), templates/templatestest is their conformance
+// suite, and a host passes the one its store constructor returns. A
+// store of another author sets it from store.Memory() (templates and
+// sessions then live in this process).
+type Store interface {
+	templatesStore()
 }
 
-// Store persists templates and the pointer history. Implementations: the
-// memory store (NewMemoryStore) and the SQL stores (store/sqlite,
-// store/postgres); all pass templatestest.RunStoreTests. A Store is safe for
-// concurrent use and stores and returns deep copies.
-type Store interface {
-	// InsertTemplate stores t (Version must be 1); errcode.ErrConflict if the id
-	// is taken.
-	InsertTemplate(ctx context.Context, t *Template) error
-	// GetTemplate returns the template, or an error wrapping errcode.ErrNotFound.
-	GetTemplate(ctx context.Context, id string) (*Template, error)
-	// ListTemplates returns the matching templates by CreatedAt, then id.
-	ListTemplates(ctx context.Context, f Filter) ([]*Template, error)
-	// UpdateTemplate replaces template t.ID if its stored Version is
-	// t.Version-1; otherwise errcode.ErrConflict (errcode.ErrNotFound if absent) and
-	// nothing changes.
-	UpdateTemplate(ctx context.Context, t *Template) error
-	// AppendEvent appends e to its environment's history, setting e.Seq
-	// to one more than the environment's last.
-	AppendEvent(ctx context.Context, e *Event) error
-	// ListEvents returns the environment's events by Seq.
-	ListEvents(ctx context.Context, environment string) ([]*Event, error)
+// records is the store inside a Store; filter and terminalToken its
+// filter and token record.
+type (
+	records       = templatehook.Records[*Template, *Session, *Event, *SessionEvent]
+	filter        = templatehook.Filter
+	terminalToken = templatehook.TerminalToken
+)
 
-	// The setup sessions, their progress events and terminal tokens.
+// sealedStore is the one implementation of Store.
+type sealedStore struct{ records }
 
-	// InsertSession stores s (Version must be 1): errcode.ErrConflict if the id is
-	// taken, an error wrapping ErrSessionActive if s is active and its
-	// environment has an active session already (a unique constraint:
-	// of concurrent inserts, also from several processes, one wins).
-	InsertSession(ctx context.Context, s *Session) error
-	// GetSession returns the session, or an error wrapping
-	// errcode.ErrNotFound.
-	GetSession(ctx context.Context, id string) (*Session, error)
-	// ListSessions returns the matching sessions by CreatedAt, then id.
-	ListSessions(ctx context.Context, f Filter) ([]*Session, error)
-	// UpdateSession replaces session s.ID if its stored Version is
-	// s.Version-1; otherwise errcode.ErrConflict (errcode.ErrNotFound if absent).
-	UpdateSession(ctx context.Context, s *Session) error
-	// AppendSessionEvent appends e to its session's events, setting e.Seq
-	// to one more than the session's last.
-	AppendSessionEvent(ctx context.Context, e *SessionEvent) error
-	// ListSessionEvents returns the session's events with Seq > after, by
-	// Seq.
-	ListSessionEvents(ctx context.Context, session string, after int64) ([]*SessionEvent, error)
-	// InsertTerminalToken stores a terminal token's record (its hash,
-	// never the token); errcode.ErrConflict if the hash is taken.
-	InsertTerminalToken(ctx context.Context, t *TerminalToken) error
-	// RedeemTerminalToken marks the token record with hash used and
-	// returns it, if it exists, is unused and expires after now; else an
-	// error wrapping ErrTokenInvalid, and nothing changes. The match and
-	// the mark are one step. Of concurrent redemptions, also from several
-	// processes, one wins.
-	RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*TerminalToken, error)
-	// PruneTerminalTokens removes the token records that expire before
-	// before (used or not: none can be redeemed any more) and returns how
-	// many it removed.
-	PruneTerminalTokens(ctx context.Context, before time.Time) (int, error)
+func (sealedStore) templatesStore() {}
+
+// unseal returns the records inside s.
+func unseal(s any) records {
+	if s, ok := s.(sealedStore); ok {
+		return s.records
+	}
+	return nil
 }
 
 // The errors of the custom images contract that are no store's: a host

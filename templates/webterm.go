@@ -32,7 +32,7 @@ const defaultTerminalRing = 1 << 20
 // bytes), redeemable once within 60 seconds, bound to the session, to p
 // and to the URL path the TerminalHandler serves it on. The token travels
 // once, to the client; the store keeps only the SHA-256 of it with p and
-// path (TerminalToken.Hash). The session must be waiting for the operator
+// path (terminalToken.Hash). The session must be waiting for the operator
 // and within its TTL and cap (one past its time is ended as timed_out:
 // errcode.ErrConflict). p needs authz.ActionSetup.
 func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, path string) (token string, expiresAt time.Time, err error) {
@@ -55,7 +55,7 @@ func (s *Service) MintTerminalToken(ctx context.Context, p authz.Principal, id, 
 	}
 	tok := "bt_" + hex.EncodeToString(b)
 	now := s.o.clock.Now().UTC()
-	rec := &TerminalToken{Hash: tokenHash(tok, p, path), Session: id, ExpiresAt: now.Add(terminalTokenTTL)}
+	rec := &terminalToken{Hash: tokenHash(tok, p, path), Session: id, ExpiresAt: now.Add(terminalTokenTTL)}
 	if err := s.src.Templates.InsertTerminalToken(ctx, rec); err != nil {
 		return "", time.Time{}, fmt.Errorf("custom: terminal token for setup session %s: %w", id, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/leasehook"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -294,7 +295,7 @@ func (l *limited) Write(b []byte) (int, error) {
 // Show returns the workspace records of the lease leaseID that p may read
 // (authz.ActionRead on the lease), live and ended, oldest first.
 func (m *Manager) Show(ctx context.Context, p authz.Principal, leaseID string) ([]*Workspace, error) {
-	ws, err := m.store.ListWorkspaces(ctx, Filter{Lease: leaseID})
+	ws, err := m.store.ListWorkspaces(ctx, workspacehook.Filter{Lease: leaseID})
 	if err != nil {
 		return nil, fmt.Errorf("workspace: show lease %s: %w", leaseID, err)
 	}
@@ -328,7 +329,7 @@ func (m *Manager) leaseEnded(ctx context.Context, l *lease.Lease) {
 	if leaseLive(l) {
 		return
 	}
-	ws, err := m.store.ListWorkspaces(ctx, Filter{Lease: l.ID})
+	ws, err := m.store.ListWorkspaces(ctx, workspacehook.Filter{Lease: l.ID})
 	if err != nil {
 		m.log.Warn("workspace: the records of an ended lease", "lease", l.ID, "err", err)
 		return
@@ -371,7 +372,7 @@ func (m *Manager) sweep(ctx context.Context, p authz.Principal) (int, error) {
 	}
 	n := 0
 	for _, s := range []State{StatePreparing, StateReady} {
-		ws, err := m.store.ListWorkspaces(ctx, Filter{State: s})
+		ws, err := m.store.ListWorkspaces(ctx, workspacehook.Filter{State: string(s)})
 		if err != nil {
 			return n, fmt.Errorf("workspace: sweep: %w", err)
 		}

@@ -20,7 +20,7 @@
 // record never changes again. Every update is a compare-and-set on
 // Revision.
 //
-// A workspace is its owner's: Store.FindWorkspace looks a key up within
+// A workspace is its owner's: Manager.Find looks a key up within
 // one company and one project only, and at most one record of an owner's
 // key is live (not ended) at a time, in every store and across the
 // replicas of a SQL store. Another company, or another project's run,
@@ -35,7 +35,7 @@
 //
 // # The tree hash
 //
-// TreeHash is a workspace's checkpoint identity when it is not a Git
+// The tree hash is a workspace's checkpoint identity when it is not a Git
 // commit: one value for a tree of files that the host (over an os.Root)
 // and a small script in a sandbox compute alike. It is "sha256:" and the
 // lowercase hex SHA-256 of the entries under the root (the root itself
@@ -84,9 +84,9 @@
 // checkpoint as a tar stream, the deletions, and for Git the agent's
 // commits as a bundle and the uncommitted diff, with a Receipt naming
 // base and head; Show lists a lease's records, Find an owner's live
-// workspace by its key; ReadDir, GetArchive and
-// PutArchive reach a live workspace's files, inside its directory only
-// (a board member lists, the holder reads and writes). A workspace is refused to
+// workspace by its key; Files reaches a live workspace's files
+// (drivers.Files), inside its directory only (a board member lists, the
+// holder reads and writes). A workspace is refused to
 // another owner (reason workspace_owner), and a reuse checks the
 // directory against the checkpoint and prepares again on a mismatch.
 // docs/leases.md describes the flow.
@@ -98,6 +98,7 @@
 // sandbox (lease and drivers, below it), and the lease package, already
 // the largest, stays free of it; berth.New wires the one place where a
 // lease's release ends its workspace records. store.Stores names the
-// Store (Workspaces), store/sqlite and store/postgres implement it, and
-// workspace/workspacetest is its conformance suite.
+// Store (Workspaces), which is sealed: store.Memory, store/sqlite and
+// store/postgres make one, and workspace/workspacetest is their
+// conformance suite.
 package workspace

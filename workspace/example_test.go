@@ -1,51 +1,71 @@
 package workspace_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/berthdev/berth"
+	"github.com/berthdev/berth/authz"
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/workspace"
 )
 
-// A workspace's record is written before its files go in (preparing),
-// made ready at its checkpoint, and ended with a receipt; only its owner
-// finds it by its key.
-func Example() {
+// A workspace is prepared in a lease's sandbox under its owner, found
+// again only by that owner's key, and its files are reached inside its
+// directory only: a board member of the company lists them, and reads
+// nothing more.
+func ExampleManager_Files() {
 	ctx := context.Background()
-	s := workspace.NewMemoryStore()
-	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	w := &workspace.Workspace{
-		ID: "ws-1", Company: "acme", Project: "app", Key: "fix-tests",
-		Source: workspace.Source{Kind: workspace.SourceGit, Location: "https://git.example.com/acme/app.git", Ref: "main"},
-		Lease:  "lease-1", Dir: "/work/.berth/ws/fix-tests-0123456789abcdef",
-		State: workspace.StatePreparing, CreatedAt: now, UpdatedAt: now, Revision: 1,
-	}
-	if err := s.InsertWorkspace(ctx, w); err != nil { // write-ahead
+	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{fake.New(nil)}, TestMode: true})
+	if err != nil {
 		fmt.Println(err)
+		return
 	}
-	// ... the files go into the sandbox ...
-	w.State, w.Revision = workspace.StateReady, 2
-	w.Checkpoint.Commit = "0123456789abcdef0123456789abcdef01234567"
-	if err := s.UpdateWorkspace(ctx, w); err != nil {
+	defer sys.Close()
+	ops := authz.Principal{ID: "ops", Role: authz.RoleLocalOperator}
+	env, err := sys.Catalog().Create(ctx, ops, environment.CreateRequest{Name: "sandboxes", Driver: "fake"})
+	if err != nil {
 		fmt.Println(err)
+		return
 	}
-	got, _ := s.FindWorkspace(ctx, "acme", "app", "fix-tests")
-	fmt.Println(got.ID, got.State, got.Checkpoint.Commit[:7])
-	_, err := s.FindWorkspace(ctx, "globex", "app", "fix-tests")
-	fmt.Println("another company:", errors.Is(err, errcode.ErrNotFound))
+	h, err := sys.Leases().Acquire(ctx, ops, lease.AcquireRequest{EnvironmentID: env.ID, Company: "acme"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var project bytes.Buffer
+	tw := tar.NewWriter(&project)
+	tw.WriteHeader(&tar.Header{Name: "main.c", Typeflag: tar.TypeReg, Mode: 0o644, Size: 13})
+	tw.Write([]byte("int main(){}\n"))
+	tw.Close()
+	ws, err := sys.Workspaces().Prepare(ctx, ops, h, workspace.PrepareRequest{Company: "acme", Project: "app", Key: "fix-tests",
+		Source: workspace.Source{Kind: workspace.SourceArchive, Location: "app.tar"}, Archive: &project})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	found, _ := sys.Workspaces().Find(ctx, ops, "acme", "app", "fix-tests")
+	_, err = sys.Workspaces().Find(ctx, ops, "globex", "app", "fix-tests")
+	fmt.Println(found.ID == ws.ID, found.State, "another company:", errors.Is(err, errcode.ErrNotFound))
 
-	w.State, w.Revision = workspace.StateEnded, 3
-	w.End = &workspace.End{Reason: workspace.EndReleased, Outcome: workspace.OutcomeClean, At: now.Add(time.Hour)}
-	if err := s.UpdateWorkspace(ctx, w); err != nil {
-		fmt.Println(err)
-	}
-	got, _ = s.GetWorkspace(ctx, "ws-1")
-	fmt.Println(got.State, got.End.Reason, got.End.Outcome)
+	board := authz.Principal{ID: "b", Role: authz.RoleBoardMember, Companies: []string{"acme"}}
+	files := sys.Workspaces().Files(board, h, ws.ID)
+	list, _ := files.ReadDir(ctx, "")
+	fmt.Println(list[0].Name, list[0].Size)
+	err = files.GetArchive(ctx, "main.c", &bytes.Buffer{})
+	fmt.Println("the board member reads:", errors.Is(err, errcode.ErrDenied))
+	_, err = files.ReadDir(ctx, "../..")
+	fmt.Println("outside the directory:", errors.Is(err, errcode.ErrInvalid))
 	// Output:
-	// ws-1 ready 0123456
-	// another company: true
-	// ended released clean
+	// true ready another company: true
+	// main.c 13
+	// the board member reads: true
+	// outside the directory: true
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // The script a sandbox runs (wsscript.Facts, here by the host's sh,
-// find, stat and sha256sum) and the host's TreeHash agree on a tree with
+// find, stat and sha256sum) and the host's treeHash agree on a tree with
 // modes, empty directories, a 0-byte file, spaces, a backslash, unicode,
 // long names, links in and out and a fifo; a name with a newline is
 // refused with its own exit status.
@@ -69,7 +69,7 @@ func TestFactsScriptMatchesTreeHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	want, err := TreeHash(root)
+	want, err := treeHash(root)
 	if err != nil {
 		t.Fatal(err)
 	}

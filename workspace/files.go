@@ -16,7 +16,7 @@ import (
 	"github.com/berthdev/berth/lease"
 )
 
-// Upload bounds of PutArchive: tarsafe's defaults.
+// Upload bounds of Files().PutArchive: tarsafe's defaults.
 const (
 	maxPutBytes   = 1 << 30
 	maxPutEntries = 100_000
@@ -61,12 +61,39 @@ func (w *Workspace) inside(p string) (string, error) {
 	return path.Join(w.rel(), c), nil
 }
 
-// ReadDir lists the directory dir (relative to the workspace's
-// directory; "" for itself) of the live workspace id in h's sandbox,
-// without following links. p needs authz.ActionRead on the lease (a board
-// member of its company lists, and reads nothing more).
-func (m *Manager) ReadDir(ctx context.Context, p authz.Principal, h *lease.Handle, id, dir string) ([]drivers.FileInfo, error) {
-	w, fs, err := m.filesOf(ctx, p, authz.ActionRead, h, id, "read dir")
+// Files returns the files of the workspace id in h's sandbox, for the
+// principal p: paths are relative to the workspace's directory ("" or
+// "." for itself) and never leave it (errcode.ErrInvalid). Each call
+// looks the workspace up and decides for p on its lease: ReadDir needs authz.ActionRead
+// (a board member of its company lists, and reads nothing more);
+// GetArchive and PutArchive need authz.ActionLease (its holder,
+// operators), as a file can hold a credential the agent was handed. p
+// may not read the lease: errcode.ErrNotFound; an ended workspace:
+// errcode.ErrConflict.
+//
+// GetArchive writes a tar stream (the sandbox's to forge: unpack it with
+// tarsafe.Extract). PutArchive extracts a tar stream under a directory
+// that must exist, without following a link the task planted; the stream
+// is bounded (1 GiB of file content, 100,000 entries) and holds regular
+// files, directories and symbolic links with relative names that stay
+// inside the directory, setuid, setgid and sticky bits cleared; the upload
+// stops at anything else, which never reaches the sandbox, with an error
+// naming the entry (reason unsafe_archive or archive_too_large); the
+// entries before it are in.
+func (m *Manager) Files(p authz.Principal, h *lease.Handle, id string) drivers.Files {
+	return wsFiles{m: m, p: p, h: h, id: id}
+}
+
+// wsFiles is what Manager.Files returns.
+type wsFiles struct {
+	m  *Manager
+	p  authz.Principal
+	h  *lease.Handle
+	id string
+}
+
+func (f wsFiles) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo, error) {
+	w, fs, err := f.m.filesOf(ctx, f.p, authz.ActionRead, f.h, f.id, "read dir")
 	if err != nil {
 		return nil, err
 	}
@@ -77,14 +104,8 @@ func (m *Manager) ReadDir(ctx context.Context, p authz.Principal, h *lease.Handl
 	return fs.ReadDir(ctx, rel)
 }
 
-// GetArchive writes the path p (relative to the workspace's directory)
-// of the live workspace id in h's sandbox to out as a tar stream
-// (drivers.Files.GetArchive: the sandbox's to forge, so unpack it with
-// tarsafe.Extract). A file can hold a credential the agent was handed:
-// the principal needs authz.ActionLease on the lease (its holder,
-// operators).
-func (m *Manager) GetArchive(ctx context.Context, pr authz.Principal, h *lease.Handle, id, p string, out io.Writer) error {
-	w, fs, err := m.filesOf(ctx, pr, authz.ActionLease, h, id, "get archive")
+func (f wsFiles) GetArchive(ctx context.Context, p string, out io.Writer) error {
+	w, fs, err := f.m.filesOf(ctx, f.p, authz.ActionLease, f.h, f.id, "get archive")
 	if err != nil {
 		return err
 	}
@@ -95,17 +116,8 @@ func (m *Manager) GetArchive(ctx context.Context, pr authz.Principal, h *lease.H
 	return fs.GetArchive(ctx, rel, out)
 }
 
-// PutArchive extracts the tar stream r under dir (relative to the
-// workspace's directory, which must exist) of the live workspace id in
-// h's sandbox, without following a link the task planted. The stream is
-// bounded (1 GiB of file content, 100,000 entries) and holds regular
-// files, directories and symbolic links with relative names that stay
-// inside dir, setuid, setgid and sticky bits cleared; the upload stops
-// at anything else, which never reaches the sandbox, with an error naming
-// the entry (reason unsafe_archive or archive_too_large); the entries
-// before it are in. p needs authz.ActionLease on the lease.
-func (m *Manager) PutArchive(ctx context.Context, p authz.Principal, h *lease.Handle, id, dir string, r io.Reader) error {
-	w, fs, err := m.filesOf(ctx, p, authz.ActionLease, h, id, "put archive")
+func (f wsFiles) PutArchive(ctx context.Context, dir string, r io.Reader) error {
+	w, fs, err := f.m.filesOf(ctx, f.p, authz.ActionLease, f.h, f.id, "put archive")
 	if err != nil {
 		return err
 	}

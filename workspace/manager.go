@@ -31,6 +31,12 @@ func init() {
 	workspacehook.Sweep = func(mgr any, ctx context.Context, p authz.Principal) (int, error) {
 		return mgr.(*Manager).sweep(ctx, p)
 	}
+	workspacehook.Seal = func(s any) any { return sealedStore{s.(records)} }
+	workspacehook.Unseal = func(s any) any { return unseal(s) }
+	workspacehook.NewMemoryStore = func() any { return Store(sealedStore{newMemoryStore()}) }
+	workspacehook.Validate = func(w any) error { return w.(*Workspace).validate() }
+	workspacehook.Follows = func(w, prev any) error { return w.(*Workspace).follows(prev.(*Workspace)) }
+	workspacehook.TreeHash = treeHash
 }
 
 // Manager prepares workspaces in leases' sandboxes and collects what the
@@ -40,7 +46,7 @@ func init() {
 // lease's release ends its workspace records with a receipt, and
 // System.Sweep ends those whose lease ended otherwise (a crash).
 type Manager struct {
-	store   Store
+	store   records
 	leases  lease.Store
 	drivers *drivers.Registry
 	authz   authz.Authorizer
@@ -49,7 +55,7 @@ type Manager struct {
 }
 
 func newManager(src workspacehook.Sources) *Manager {
-	m := &Manager{store: src.Store.(Store), leases: src.Leases.(lease.Store), drivers: src.Drivers,
+	m := &Manager{store: unseal(src.Store), leases: src.Leases.(lease.Store), drivers: src.Drivers,
 		authz: src.Authorizer, log: src.Logger, now: time.Now}
 	if m.authz == nil {
 		m.authz = authz.DefaultPolicy{}
@@ -101,7 +107,7 @@ func (m *Manager) authorize(ctx context.Context, p authz.Principal, a authz.Acti
 // sandbox's working directory of h's lease (<workdir>/.berth/ws/<key>-<owner>)
 // and returns its record, ready at its checkpoint: the tree hash of what
 // is there, computed in the sandbox (a script through Exec) and, for a
-// directory source, checked equal to the host's (TreeHash of the source,
+// directory source, checked equal to the host's (treeHash of the source,
 // as tarsafe.Create walks it). The record is inserted preparing before
 // anything is put in (write-ahead) and ends failed if the prepare fails.
 //
@@ -136,10 +142,10 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 	now := m.now().UTC()
 	w := &Workspace{ID: "ws-" + randomHex(8), Company: req.Company, Project: req.Project, Key: req.Key, Source: req.Source,
 		Lease: l.ID, Dir: "/unknown", State: StatePreparing, CreatedAt: now, UpdatedAt: now, Revision: 1}
-	if err := w.Validate(); err != nil { // before anything is read or written
+	if err := w.validate(); err != nil { // before anything is read or written
 		return nil, err
 	}
-	live, err := m.store.ListWorkspaces(ctx, Filter{Lease: l.ID})
+	live, err := m.store.ListWorkspaces(ctx, workspacehook.Filter{Lease: l.ID})
 	if err != nil {
 		return nil, fmt.Errorf("workspace: prepare %s: %w", req.Key, err)
 	}
@@ -188,7 +194,7 @@ func (m *Manager) Prepare(ctx context.Context, p authz.Principal, h *lease.Handl
 		return nil, err
 	}
 	w.Dir = dirFor(wd, req.Company, req.Project, req.Key)
-	if err := w.Validate(); err != nil {
+	if err := w.validate(); err != nil {
 		return nil, err
 	}
 	// The source's own tree hash, when the host can compute it.

@@ -8,17 +8,18 @@ import (
 	"sync"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/workspacehook"
 )
 
-// memoryStore is NewMemoryStore's Store.
+// memoryStore is the memory store (workspacehook.NewMemoryStore).
 type memoryStore struct {
 	mu   sync.Mutex
 	byID map[string]*Workspace
 }
 
-// NewMemoryStore returns an empty in-memory Store: the embedded default.
+// newMemoryStore returns an empty in-memory store: the embedded default.
 // It is safe for concurrent use; each operation is atomic under one lock.
-func NewMemoryStore() Store {
+func newMemoryStore() *memoryStore {
 	return &memoryStore{byID: map[string]*Workspace{}}
 }
 
@@ -32,12 +33,12 @@ func (m *memoryStore) live(company, project, key string) *Workspace {
 	return nil
 }
 
-// InsertWorkspace implements Store.
+// InsertWorkspace implements workspacehook.Records.
 func (m *memoryStore) InsertWorkspace(ctx context.Context, w *Workspace) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := w.Validate(); err != nil {
+	if err := w.validate(); err != nil {
 		return err
 	}
 	if w.State != StatePreparing || w.Revision != 1 {
@@ -55,7 +56,7 @@ func (m *memoryStore) InsertWorkspace(ctx context.Context, w *Workspace) error {
 	return nil
 }
 
-// GetWorkspace implements Store.
+// GetWorkspace implements workspacehook.Records.
 func (m *memoryStore) GetWorkspace(ctx context.Context, id string) (*Workspace, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -69,7 +70,7 @@ func (m *memoryStore) GetWorkspace(ctx context.Context, id string) (*Workspace, 
 	return w.clone(), nil
 }
 
-// FindWorkspace implements Store.
+// FindWorkspace implements workspacehook.Records.
 func (m *memoryStore) FindWorkspace(ctx context.Context, company, project, key string) (*Workspace, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -82,8 +83,8 @@ func (m *memoryStore) FindWorkspace(ctx context.Context, company, project, key s
 	return nil, fmt.Errorf("workspace key %q of company %q, project %q: %w", key, company, project, errcode.ErrNotFound)
 }
 
-// ListWorkspaces implements Store.
-func (m *memoryStore) ListWorkspaces(ctx context.Context, f Filter) ([]*Workspace, error) {
+// ListWorkspaces implements workspacehook.Records.
+func (m *memoryStore) ListWorkspaces(ctx context.Context, f workspacehook.Filter) ([]*Workspace, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func (m *memoryStore) ListWorkspaces(ctx context.Context, f Filter) ([]*Workspac
 	out := []*Workspace{}
 	for _, w := range m.byID {
 		if f.Company != "" && (w.Company != f.Company || w.Project != f.Project) ||
-			f.Lease != "" && w.Lease != f.Lease || f.State != "" && w.State != f.State {
+			f.Lease != "" && w.Lease != f.Lease || f.State != "" && string(w.State) != f.State {
 			continue
 		}
 		out = append(out, w.clone())
@@ -103,12 +104,12 @@ func (m *memoryStore) ListWorkspaces(ctx context.Context, f Filter) ([]*Workspac
 	return out, nil
 }
 
-// UpdateWorkspace implements Store.
+// UpdateWorkspace implements workspacehook.Records.
 func (m *memoryStore) UpdateWorkspace(ctx context.Context, w *Workspace) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := w.Validate(); err != nil {
+	if err := w.validate(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -117,7 +118,7 @@ func (m *memoryStore) UpdateWorkspace(ctx context.Context, w *Workspace) error {
 	if !ok {
 		return fmt.Errorf("workspace %q: %w", w.ID, errcode.ErrNotFound)
 	}
-	if err := w.Follows(cur); err != nil {
+	if err := w.follows(cur); err != nil {
 		return err
 	}
 	m.byID[w.ID] = w.clone()

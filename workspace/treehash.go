@@ -13,12 +13,12 @@ import (
 	"strconv"
 )
 
-// TreeHash returns the tree hash (see the package doc) of the files under
+// treeHash returns the tree hash (see the package doc) of the files under
 // root, reading them through root only: a symbolic link is hashed as its
 // target's text and never followed, and a fifo or device is never opened.
 // A file that changes type while it is read (a race with a writer) is an
 // error, as is any unreadable entry.
-func TreeHash(root *os.Root) (string, error) {
+func treeHash(root *os.Root) (string, error) {
 	type entry struct {
 		path string
 		mode fs.FileMode

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/workspace"
+	"github.com/berthdev/berth/internal/workspacehook"
+	_ "github.com/berthdev/berth/workspace" // sets workspacehook.TreeHash
 )
 
 // treeScript is the tree hash as a script in a sandbox computes it with
@@ -40,7 +41,7 @@ func treeHash(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	h, err := workspace.TreeHash(root)
+	h, err := workspacehook.TreeHash(root)
 	if err != nil {
 		t.Fatalf("TreeHash(%s): %v", dir, err)
 	}
@@ -131,7 +132,7 @@ func TestTreeHashMatchesScript(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		h, err := workspace.TreeHash(root)
+		h, err := workspacehook.TreeHash(root)
 		done <- result{h, err}
 	}()
 	select {

@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"path"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/workspacehook"
 )
 
 // SourceKind is what a workspace is made from.
@@ -54,12 +54,12 @@ const (
 )
 
 // Checkpoint is the identity a workspace was prepared at: the commit of a
-// Git source, the tree hash of its files (TreeHash), or both. A ready
+// Git source, the tree hash of its files (the package doc), or both. A ready
 // workspace has at least one.
 type Checkpoint struct {
 	// Commit is a Git commit's full hex name (40 or 64 digits).
 	Commit string `json:"commit,omitempty"`
-	// Tree is a TreeHash ("sha256:" and 64 hex digits).
+	// Tree is a tree hash ("sha256:" and 64 hex digits).
 	Tree string `json:"tree,omitempty"`
 }
 
@@ -131,44 +131,38 @@ type Workspace struct {
 	End *End `json:"end,omitempty"`
 }
 
-// Filter selects workspaces in Store.ListWorkspaces; a zero field matches
-// any value, except that Company and Project name one owner: when Company
-// is set, Project is matched exactly (an empty Project only matches an
-// empty one).
-type Filter struct {
-	Company string
-	Project string
-	Lease   string
-	State   State
-}
-
-// Store holds workspace records. Its errors wrap errcode.ErrNotFound,
-// errcode.ErrConflict or errcode.ErrInvalid (a record Validate refuses).
+// Store holds workspace records: a lease's workspaces, their owners,
+// checkpoints and receipts. The records move with the workspace flow, so
+// it is sealed, like store.RunnerStore: only berth's stores implement it
+// (store.Memory's, store/sqlite's and store/postgres's
+// Stores().Workspaces), workspace/workspacetest is their conformance
+// suite, and a host passes the one its store constructor returns. A
+// store of another author sets it from store.Memory() (workspace records
+// then live in this process). Every store keeps at most one live record
+// of an owner's key, across the replicas of a SQL store too.
 type Store interface {
-	// InsertWorkspace stores w, which must be preparing at Revision 1
-	// (write-ahead). errcode.ErrConflict if the id is taken or the owner's
-	// key has a live (not ended) record; of concurrent inserts of one key,
-	// also from several processes, one wins.
-	InsertWorkspace(ctx context.Context, w *Workspace) error
-	// GetWorkspace returns the record by id, or errcode.ErrNotFound.
-	GetWorkspace(ctx context.Context, id string) (*Workspace, error)
-	// FindWorkspace returns the live record of key within exactly this
-	// company and project, or errcode.ErrNotFound: never another
-	// owner's.
-	FindWorkspace(ctx context.Context, company, project, key string) (*Workspace, error)
-	// ListWorkspaces returns the matching records by CreatedAt, then id.
-	ListWorkspaces(ctx context.Context, f Filter) ([]*Workspace, error)
-	// UpdateWorkspace replaces record w.ID if its stored Revision is
-	// w.Revision-1, its owner, key and creation time are unchanged, and
-	// its state moves forward (preparing -> ready -> ended, preparing ->
-	// ended; an ended record is final); otherwise errcode.ErrConflict
-	// (errcode.ErrNotFound if absent) and nothing changes.
-	UpdateWorkspace(ctx context.Context, w *Workspace) error
+	workspaceStore()
 }
 
-// Validate reports, wrapping errcode.ErrInvalid, the first way w is not a
-// record a store keeps.
-func (w *Workspace) Validate() error {
+// records is the store inside a Store.
+type records = workspacehook.Records[*Workspace]
+
+// sealedStore is the one implementation of Store.
+type sealedStore struct{ records }
+
+func (sealedStore) workspaceStore() {}
+
+// unseal returns the records inside s.
+func unseal(s any) records {
+	if s, ok := s.(sealedStore); ok {
+		return s.records
+	}
+	return nil
+}
+
+// validate reports, wrapping errcode.ErrInvalid, the first way w is not a
+// record a store keeps (workspacehook.Validate).
+func (w *Workspace) validate() error {
 	bad := func(f string, a ...any) error {
 		return fmt.Errorf("workspace %q: %s: %w", w.ID, fmt.Sprintf(f, a...), errcode.ErrInvalid)
 	}
@@ -234,10 +228,10 @@ func (w *Workspace) clone() *Workspace {
 	return &c
 }
 
-// Follows reports, wrapping errcode.ErrConflict, why w cannot replace
+// follows reports, wrapping errcode.ErrConflict, why w cannot replace
 // prev: a revision that does not follow, another owner, key or creation
-// time, or a state that does not move forward. Stores call it.
-func (w *Workspace) Follows(prev *Workspace) error {
+// time, or a state that does not move forward (workspacehook.Follows).
+func (w *Workspace) follows(prev *Workspace) error {
 	switch {
 	case w.Revision != prev.Revision+1:
 		return fmt.Errorf("workspace %s: revision %d does not follow stored revision %d: %w", w.ID, w.Revision, prev.Revision, errcode.ErrConflict)

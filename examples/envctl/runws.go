@@ -175,28 +175,6 @@ func checkpointText(c workspace.Checkpoint) string {
 	return strings.Join(parts, ", ")
 }
 
-// wsFiles is drivers.Files inside one workspace, through the workspace
-// manager (paths relative to the workspace's directory, never out of
-// it), for the principal of --as.
-type wsFiles struct {
-	g  *globals
-	m  *workspace.Manager
-	h  *lease.Handle
-	id string
-}
-
-func (f wsFiles) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo, error) {
-	return f.m.ReadDir(ctx, f.g.as, f.h, f.id, dir)
-}
-
-func (f wsFiles) GetArchive(ctx context.Context, p string, w io.Writer) error {
-	return f.m.GetArchive(ctx, f.g.as, f.h, f.id, p, w)
-}
-
-func (f wsFiles) PutArchive(ctx context.Context, dir string, r io.Reader) error {
-	return f.m.PutArchive(ctx, f.g.as, f.h, f.id, dir, r)
-}
-
 // workspaceFiles returns where workspace ls|get|put act, and its name for
 // a person: inside the workspace wsID (or the lease's one live workspace
 // when wsID is "" and the lease has exactly one), or, with workdir or
@@ -244,7 +222,7 @@ func workspaceFiles(ctx context.Context, g *globals, sys *system, sub, id, wsID 
 		}
 		return nil, "", err
 	}
-	return wsFiles{g: g, m: sys.Workspaces(), h: h, id: ws.ID}, where, nil
+	return sys.Workspaces().Files(g.as, h, ws.ID), where, nil
 }
 
 // wsListing lists a workspace's directory through the lease's files

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"path"
@@ -189,7 +188,7 @@ func (s *server) workspaceFiles(r *http.Request, ws string) (drivers.Files, erro
 	p := principalOf(r)
 	h, err := s.sys.Leases().Open(r.Context(), p, r.PathValue("id"))
 	if err == nil {
-		return wsFiles{p: p, m: s.sys.Workspaces(), h: h, id: ws}, nil
+		return s.sys.Workspaces().Files(p, h, ws), nil
 	}
 	if !errors.Is(err, errcode.ErrDenied) || r.Method != http.MethodGet || wantsArchive(r) {
 		return nil, err
@@ -208,26 +207,6 @@ func (s *server) workspaceFiles(r *http.Request, ws string) (drivers.Files, erro
 		}
 	}
 	return nil, fmt.Errorf("workspace %s of lease %s: %w", ws, r.PathValue("id"), errcode.ErrNotFound)
-}
-
-// wsFiles is drivers.Files inside one workspace, for the principal p.
-type wsFiles struct {
-	p  authz.Principal
-	m  *workspace.Manager
-	h  *lease.Handle
-	id string
-}
-
-func (f wsFiles) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo, error) {
-	return f.m.ReadDir(ctx, f.p, f.h, f.id, dir)
-}
-
-func (f wsFiles) GetArchive(ctx context.Context, p string, w io.Writer) error {
-	return f.m.GetArchive(ctx, f.p, f.h, f.id, p, w)
-}
-
-func (f wsFiles) PutArchive(ctx context.Context, dir string, r io.Reader) error {
-	return f.m.PutArchive(ctx, f.p, f.h, f.id, dir, r)
 }
 
 // wsListing lists a workspace's directory through the lease's files

@@ -55,7 +55,7 @@ type Options struct {
 	// supersedes or a delete gives up while a lease not proven clean uses
 	// them (CFG-7, LEASE-9); nil: they are deleted at once.
 	Keeper SecretKeeper
-	// Reporters (catalog only) are environment.UsageReporter values that
+	// Reporters (catalog only) are UsageReporter values that
 	// tell what else references an environment (leases, setup sessions);
 	// those that are also ReferenceClearers are cleared on delete.
 	Reporters []any
@@ -233,3 +233,16 @@ var (
 	// qualification fingerprint covers (IMG-8).
 	AppliedTemplate func(env any, d drivers.Driver) any
 )
+
+// UsageReporter reports what references an environment, for the catalog's
+// blast radius (CFG-7), U being environment.Usage: the lease manager's and
+// the templates service's constructors return one (leasehook.New,
+// templatehook.New) and berth.New wires them into the catalog
+// (Options.Reporters). It answers for no principal (the catalog
+// authorizes BlastRadius and Delete before it asks) and reads records
+// only: it never calls a provider (CAP-1). The catalog's use of its
+// optional methods (EnvironmentArchived, EnvironmentSaved,
+// ReferenceClearer) is documented in package environment (delete.go).
+type UsageReporter[U any] interface {
+	EnvironmentUsage(ctx context.Context, envID string) (U, error)
+}

@@ -162,14 +162,14 @@ const MaxRunStdin = 1 << 20
 
 var (
 	// New returns a *lease.Manager over src, and the manager's hook for
-	// the catalog's blast radius: an environment.UsageReporter (also an
+	// the catalog's blast radius: an envhook.UsageReporter (also an
 	// environment.ReferenceClearer, with the archive and save hooks) that
 	// lists the live leases of an environment, reading the live records
 	// only and calling no provider (CAP-1), and drains or refills its
 	// warm pool. It answers for no principal, so it is no method of the
 	// Manager: the catalog authorizes BlastRadius and Delete before it
 	// asks (berth.New gives it to the catalog).
-	New func(src Sources) (mgr any, usage environment.UsageReporter)
+	New func(src Sources) (mgr any, usage envhook.UsageReporter[environment.Usage])
 
 	// Close stops the heartbeats of the host leases mgr (a *lease.Manager)
 	// holds, releasing nothing: their claims then expire after three

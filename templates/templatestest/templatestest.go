@@ -1,7 +1,9 @@
 // Package templatestest is the conformance suite of the templates package's Store:
 // the memory store and the SQL stores (SQLite, PostgreSQL) pass it.
 //
-//	templatestest.RunStoreTests(t, func(t *testing.T) templates.Store { return templates.NewMemoryStore() })
+//	templatestest.RunStoreTests(t, func(t *testing.T) templates.Store { return store.Memory().Templates })
+//
+// templates.Store is sealed: the suite checks berth's own stores.
 package templatestest
 
 import (
@@ -16,8 +18,12 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/templates"
 )
+
+// records is the store inside a templates.Store.
+type records = templatehook.Records[*templates.Template, *templates.Session, *templates.Event, *templates.SessionEvent]
 
 // RunStoreTests runs the suite; newStore returns a fresh, empty store for
 // each subtest.
@@ -25,7 +31,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) templates.Store) {
 	t.Helper()
 	tests := []struct {
 		name string
-		run  func(t *testing.T, s templates.Store)
+		run  func(t *testing.T, s records)
 	}{
 		{"insert then get returns an equal deep copy", testRoundTrip},
 		{"a taken id is a conflict and changes nothing", testDuplicate},
@@ -45,7 +51,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) templates.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.run(t, newStore(t))
+			tc.run(t, templatehook.Unseal(newStore(t)).(records))
 		})
 	}
 }
@@ -77,14 +83,14 @@ func diff(t *testing.T, what string, want, got any) {
 	}
 }
 
-func mustInsert(t *testing.T, s templates.Store, tpl *templates.Template) {
+func mustInsert(t *testing.T, s records, tpl *templates.Template) {
 	t.Helper()
 	if err := s.InsertTemplate(context.Background(), tpl); err != nil {
 		t.Fatalf("InsertTemplate(%s): %v", tpl.ID, err)
 	}
 }
 
-func mustGet(t *testing.T, s templates.Store, id string) *templates.Template {
+func mustGet(t *testing.T, s records, id string) *templates.Template {
 	t.Helper()
 	got, err := s.GetTemplate(context.Background(), id)
 	if err != nil {
@@ -100,7 +106,7 @@ func wantErr(t *testing.T, op string, err, target error) {
 	}
 }
 
-func testRoundTrip(t *testing.T, s templates.Store) {
+func testRoundTrip(t *testing.T, s records) {
 	full := sample("tpl-1", "env-1", baseTime)
 	full.ContentHash, full.SetupSession = "sha256:abc", "ses-1"
 	full.State, full.RevokedAt, full.RevokedBy, full.RevokeReason = templates.StateRevoked, baseTime.Add(time.Minute), "admin-2", "leaks a token"
@@ -121,7 +127,7 @@ func testRoundTrip(t *testing.T, s templates.Store) {
 	wantErr(t, "insert with version 2", s.InsertTemplate(context.Background(), &templates.Template{ID: "tpl-3", Environment: "env-1", Version: 2}), errcode.ErrInvalid)
 }
 
-func testDuplicate(t *testing.T, s templates.Store) {
+func testDuplicate(t *testing.T, s records) {
 	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
 	other := sample("tpl-1", "env-2", baseTime)
 	wantErr(t, "insert of a taken id", s.InsertTemplate(context.Background(), other), errcode.ErrConflict)
@@ -130,7 +136,7 @@ func testDuplicate(t *testing.T, s templates.Store) {
 	}
 }
 
-func testUpdateVersion(t *testing.T, s templates.Store) {
+func testUpdateVersion(t *testing.T, s records) {
 	ctx := context.Background()
 	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
 	v2 := mustGet(t, s, "tpl-1")
@@ -148,7 +154,7 @@ func testUpdateVersion(t *testing.T, s templates.Store) {
 	wantErr(t, "update of a missing template", s.UpdateTemplate(ctx, missing), errcode.ErrNotFound)
 }
 
-func testUpdateConcurrent(t *testing.T, s templates.Store) {
+func testUpdateConcurrent(t *testing.T, s records) {
 	ctx := context.Background()
 	mustInsert(t, s, sample("tpl-1", "env-1", baseTime))
 	var wg sync.WaitGroup
@@ -179,7 +185,7 @@ func testUpdateConcurrent(t *testing.T, s templates.Store) {
 	}
 }
 
-func testList(t *testing.T, s templates.Store) {
+func testList(t *testing.T, s records) {
 	ctx := context.Background()
 	mustInsert(t, s, sample("tpl-b", "env-1", baseTime.Add(2*time.Second)))
 	mustInsert(t, s, sample("tpl-a", "env-1", baseTime.Add(2*time.Second)))
@@ -187,7 +193,7 @@ func testList(t *testing.T, s templates.Store) {
 	first.DeleteWanted = true
 	mustInsert(t, s, first)
 	mustInsert(t, s, sample("tpl-c", "env-2", baseTime))
-	ids := func(f templates.Filter) []string {
+	ids := func(f templatehook.Filter) []string {
 		t.Helper()
 		list, err := s.ListTemplates(ctx, f)
 		if err != nil {
@@ -199,13 +205,13 @@ func testList(t *testing.T, s templates.Store) {
 		}
 		return out
 	}
-	diff(t, "env-1", []string{"tpl-z", "tpl-a", "tpl-b"}, ids(templates.Filter{Environment: "env-1"}))
-	diff(t, "all", []string{"tpl-c", "tpl-z", "tpl-a", "tpl-b"}, ids(templates.Filter{}))
-	diff(t, "delete wanted", []string{"tpl-z"}, ids(templates.Filter{DeleteWanted: true}))
-	diff(t, "none", []string{}, ids(templates.Filter{Environment: "env-9"}))
+	diff(t, "env-1", []string{"tpl-z", "tpl-a", "tpl-b"}, ids(templatehook.Filter{Environment: "env-1"}))
+	diff(t, "all", []string{"tpl-c", "tpl-z", "tpl-a", "tpl-b"}, ids(templatehook.Filter{}))
+	diff(t, "delete wanted", []string{"tpl-z"}, ids(templatehook.Filter{DeleteWanted: true}))
+	diff(t, "none", []string{}, ids(templatehook.Filter{Environment: "env-9"}))
 }
 
-func testEvents(t *testing.T, s templates.Store) {
+func testEvents(t *testing.T, s records) {
 	ctx := context.Background()
 	e1 := &templates.Event{Environment: "env-1", Action: "promote", To: "tpl-1", Actor: "admin-1", At: baseTime, Revision: 2}
 	e2 := &templates.Event{Environment: "env-1", Action: "promote", From: "tpl-1", To: "tpl-2", Actor: "admin-2", At: baseTime.Add(time.Second), Revision: 3, Reason: "new tools"}
@@ -229,18 +235,18 @@ func testEvents(t *testing.T, s templates.Store) {
 	}
 }
 
-func testNotFound(t *testing.T, s templates.Store) {
+func testNotFound(t *testing.T, s records) {
 	_, err := s.GetTemplate(context.Background(), "nope")
 	wantErr(t, "get of a missing template", err, errcode.ErrNotFound)
 }
 
-func testCancelled(t *testing.T, s templates.Store) {
+func testCancelled(t *testing.T, s records) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.InsertTemplate(ctx, sample("tpl-1", "env-1", baseTime)); !errors.Is(err, context.Canceled) {
 		t.Errorf("InsertTemplate on a cancelled context: %v, want context.Canceled", err)
 	}
-	if _, err := s.ListTemplates(ctx, templates.Filter{}); !errors.Is(err, context.Canceled) {
+	if _, err := s.ListTemplates(ctx, templatehook.Filter{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("ListTemplates on a cancelled context: %v, want context.Canceled", err)
 	}
 }
@@ -253,7 +259,7 @@ func sampleSession(id, env string, state templates.SessionState, at time.Time) *
 	}
 }
 
-func testSessionRoundTrip(t *testing.T, s templates.Store) {
+func testSessionRoundTrip(t *testing.T, s records) {
 	ctx := context.Background()
 	full := sampleSession("ses-1", "env-1", templates.SessionWaiting, baseTime)
 	full.Interactive, full.Template, full.Reused, full.BaseTemplate = true, "tpl-1", true, "tpl-0"
@@ -286,7 +292,7 @@ func testSessionRoundTrip(t *testing.T, s templates.Store) {
 	wantErr(t, "update of a missing session", s.UpdateSession(ctx, missing), errcode.ErrNotFound)
 }
 
-func testSessionOneActive(t *testing.T, s templates.Store) {
+func testSessionOneActive(t *testing.T, s records) {
 	ctx := context.Background()
 	if err := s.InsertSession(ctx, sampleSession("ses-1", "env-1", templates.SessionStarting, baseTime)); err != nil {
 		t.Fatal(err)
@@ -309,7 +315,7 @@ func testSessionOneActive(t *testing.T, s templates.Store) {
 	back := clone(ended)
 	back.State, back.Version = templates.SessionWaiting, 3
 	wantErr(t, "an ended session made active again beside another", s.UpdateSession(ctx, back), templates.ErrSessionActive)
-	list, err := s.ListSessions(ctx, templates.Filter{Environment: "env-1"})
+	list, err := s.ListSessions(ctx, templatehook.Filter{Environment: "env-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +324,7 @@ func testSessionOneActive(t *testing.T, s templates.Store) {
 		ids = append(ids, x.ID)
 	}
 	diff(t, "sessions of env-1", []string{"ses-1", "ses-4", "ses-5"}, ids)
-	active, err := s.ListSessions(ctx, templates.Filter{Active: true})
+	active, err := s.ListSessions(ctx, templatehook.Filter{Active: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +335,7 @@ func testSessionOneActive(t *testing.T, s templates.Store) {
 	diff(t, "active sessions", []string{"ses-3", "ses-5"}, ids)
 }
 
-func testSessionConcurrent(t *testing.T, s templates.Store) {
+func testSessionConcurrent(t *testing.T, s records) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -352,7 +358,7 @@ func testSessionConcurrent(t *testing.T, s templates.Store) {
 		}()
 	}
 	wg.Wait()
-	active, err := s.ListSessions(ctx, templates.Filter{Environment: "env-1"})
+	active, err := s.ListSessions(ctx, templatehook.Filter{Environment: "env-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +367,7 @@ func testSessionConcurrent(t *testing.T, s templates.Store) {
 	}
 }
 
-func testSessionEvents(t *testing.T, s templates.Store) {
+func testSessionEvents(t *testing.T, s records) {
 	ctx := context.Background()
 	var want []*templates.SessionEvent
 	for i := range 5 {
@@ -389,9 +395,9 @@ func testSessionEvents(t *testing.T, s templates.Store) {
 // testTerminalTokenRefusalUsesNothing: a redemption refused (another
 // hash, as a token presented by another principal or on another path
 // hashes to; a time past its expiry) leaves the record to its owner.
-func testTerminalTokenRefusalUsesNothing(t *testing.T, s templates.Store) {
+func testTerminalTokenRefusalUsesNothing(t *testing.T, s records) {
 	ctx := context.Background()
-	tok := &templates.TerminalToken{Hash: fmt.Sprintf("%064x", 9), Session: "ses-1", ExpiresAt: baseTime.Add(time.Minute)}
+	tok := &templatehook.TerminalToken{Hash: fmt.Sprintf("%064x", 9), Session: "ses-1", ExpiresAt: baseTime.Add(time.Minute)}
 	if err := s.InsertTerminalToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
@@ -411,9 +417,9 @@ func testTerminalTokenRefusalUsesNothing(t *testing.T, s templates.Store) {
 	wantErr(t, "a second redeem by its owner", err, templates.ErrTokenInvalid)
 }
 
-func testTerminalTokens(t *testing.T, s templates.Store) {
+func testTerminalTokens(t *testing.T, s records) {
 	ctx := context.Background()
-	tok := &templates.TerminalToken{Hash: fmt.Sprintf("%064x", 1), Session: "ses-1", ExpiresAt: baseTime.Add(time.Minute)}
+	tok := &templatehook.TerminalToken{Hash: fmt.Sprintf("%064x", 1), Session: "ses-1", ExpiresAt: baseTime.Add(time.Minute)}
 	if err := s.InsertTerminalToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +435,7 @@ func testTerminalTokens(t *testing.T, s templates.Store) {
 	wantErr(t, "redeem of an unknown hash", err, templates.ErrTokenInvalid)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var won []*templates.TerminalToken
+	var won []*templatehook.TerminalToken
 	for range 10 {
 		wg.Add(1)
 		go func() {

@@ -2,7 +2,9 @@
 // package's Store: the memory store and the SQL stores (SQLite,
 // PostgreSQL) pass it.
 //
-//	workspacetest.RunStoreTests(t, func(t *testing.T) workspace.Store { return workspace.NewMemoryStore() })
+//	workspacetest.RunStoreTests(t, func(t *testing.T) workspace.Store { return store.Memory().Workspaces })
+//
+// workspace.Store is sealed: the suite checks berth's own stores.
 package workspacetest
 
 import (
@@ -16,8 +18,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/workspace"
 )
+
+// records is the store inside a workspace.Store.
+type records = workspacehook.Records[*workspace.Workspace]
 
 // RunStoreTests runs the suite; newStore returns a fresh, empty store for
 // each subtest.
@@ -25,7 +31,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) workspace.Store) {
 	t.Helper()
 	tests := []struct {
 		name string
-		run  func(t *testing.T, s workspace.Store)
+		run  func(t *testing.T, s records)
 	}{
 		{"insert then get returns an equal deep copy", testRoundTrip},
 		{"an insert is write-ahead: preparing at revision 1", testInsertWriteAhead},
@@ -43,7 +49,7 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) workspace.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.run(t, newStore(t))
+			tc.run(t, workspacehook.Unseal(newStore(t)).(records))
 		})
 	}
 }
@@ -77,21 +83,21 @@ func next(w *workspace.Workspace, s workspace.State) *workspace.Workspace {
 	return &c
 }
 
-func mustInsert(t *testing.T, s workspace.Store, w *workspace.Workspace) {
+func mustInsert(t *testing.T, s records, w *workspace.Workspace) {
 	t.Helper()
 	if err := s.InsertWorkspace(context.Background(), w); err != nil {
 		t.Fatalf("InsertWorkspace(%s): %v", w.ID, err)
 	}
 }
 
-func mustUpdate(t *testing.T, s workspace.Store, w *workspace.Workspace) {
+func mustUpdate(t *testing.T, s records, w *workspace.Workspace) {
 	t.Helper()
 	if err := s.UpdateWorkspace(context.Background(), w); err != nil {
 		t.Fatalf("UpdateWorkspace(%s, revision %d, %s): %v", w.ID, w.Revision, w.State, err)
 	}
 }
 
-func mustGet(t *testing.T, s workspace.Store, id string) *workspace.Workspace {
+func mustGet(t *testing.T, s records, id string) *workspace.Workspace {
 	t.Helper()
 	w, err := s.GetWorkspace(context.Background(), id)
 	if err != nil {
@@ -115,7 +121,7 @@ func ids(ws []*workspace.Workspace) []string {
 	return out
 }
 
-func testRoundTrip(t *testing.T, s workspace.Store) {
+func testRoundTrip(t *testing.T, s records) {
 	w := record("w1", "acme", "app", "main-1")
 	mustInsert(t, s, w)
 	w.Key = "changed after insert"
@@ -141,7 +147,7 @@ func testRoundTrip(t *testing.T, s workspace.Store) {
 	}
 }
 
-func testInsertWriteAhead(t *testing.T, s workspace.Store) {
+func testInsertWriteAhead(t *testing.T, s records) {
 	r := next(record("w1", "acme", "app", "k"), workspace.StateReady)
 	r.Revision = 1
 	wantErr(t, "insert of a ready record", s.InsertWorkspace(context.Background(), r), errcode.ErrInvalid)
@@ -152,7 +158,7 @@ func testInsertWriteAhead(t *testing.T, s workspace.Store) {
 	wantErr(t, "get after refused inserts", err, errcode.ErrNotFound)
 }
 
-func testInvalid(t *testing.T, s workspace.Store) {
+func testInvalid(t *testing.T, s records) {
 	for name, mutate := range map[string]func(w *workspace.Workspace){
 		"no id":                 func(w *workspace.Workspace) { w.ID = "" },
 		"no company":            func(w *workspace.Workspace) { w.Company = "" },
@@ -199,13 +205,13 @@ func testInvalid(t *testing.T, s workspace.Store) {
 	if w := mustGet(t, s, "ok"); w.Revision != 1 || w.State != workspace.StatePreparing {
 		t.Errorf("after refused updates: revision %d, state %s; want 1, preparing", w.Revision, w.State)
 	}
-	all, err := s.ListWorkspaces(context.Background(), workspace.Filter{})
+	all, err := s.ListWorkspaces(context.Background(), workspacehook.Filter{})
 	if err != nil || len(all) != 1 {
 		t.Errorf("ListWorkspaces = %v, %v; want only the valid record", ids(all), err)
 	}
 }
 
-func testDuplicate(t *testing.T, s workspace.Store) {
+func testDuplicate(t *testing.T, s records) {
 	mustInsert(t, s, record("w1", "acme", "app", "k1"))
 	dup := record("w1", "other", "x", "k2")
 	wantErr(t, "insert of a taken id", s.InsertWorkspace(context.Background(), dup), errcode.ErrConflict)
@@ -214,7 +220,7 @@ func testDuplicate(t *testing.T, s workspace.Store) {
 	}
 }
 
-func testOneLive(t *testing.T, s workspace.Store) {
+func testOneLive(t *testing.T, s records) {
 	ctx := context.Background()
 	w := record("w1", "acme", "app", "k")
 	mustInsert(t, s, w)
@@ -233,13 +239,13 @@ func testOneLive(t *testing.T, s workspace.Store) {
 	if old := mustGet(t, s, "w1"); old.State != workspace.StateEnded || old.End == nil || old.End.Reason != workspace.EndReprepared {
 		t.Errorf("the ended record is %s with receipt %+v; want ended, reprepared", old.State, old.End)
 	}
-	all, err := s.ListWorkspaces(ctx, workspace.Filter{Company: "acme", Project: "app"})
+	all, err := s.ListWorkspaces(ctx, workspacehook.Filter{Company: "acme", Project: "app"})
 	if err != nil || cmp.Diff([]string{"w1", "w2"}, ids(all)) != "" {
 		t.Errorf("ListWorkspaces = %v, %v; want [w1 w2]", ids(all), err)
 	}
 }
 
-func testCrossOwner(t *testing.T, s workspace.Store) {
+func testCrossOwner(t *testing.T, s records) {
 	ctx := context.Background()
 	mustInsert(t, s, record("acme-app", "acme", "app", "k"))
 	for _, o := range []struct{ company, project string }{
@@ -252,7 +258,7 @@ func testCrossOwner(t *testing.T, s workspace.Store) {
 		if got, err := s.FindWorkspace(ctx, o.company, o.project, "k"); !errors.Is(err, errcode.ErrNotFound) {
 			t.Errorf("FindWorkspace(%q, %q, k) = %v, %v; want not found (another owner's record)", o.company, o.project, got, err)
 		}
-		if got, err := s.ListWorkspaces(ctx, workspace.Filter{Company: o.company, Project: o.project}); err != nil || (o.company != "" && len(got) != 0) {
+		if got, err := s.ListWorkspaces(ctx, workspacehook.Filter{Company: o.company, Project: o.project}); err != nil || (o.company != "" && len(got) != 0) {
 			t.Errorf("ListWorkspaces(%q, %q) = %v, %v; want none", o.company, o.project, ids(got), err)
 		}
 	}
@@ -267,14 +273,14 @@ func testCrossOwner(t *testing.T, s workspace.Store) {
 		if err != nil || got.ID != o.want {
 			t.Errorf("FindWorkspace(%q, %q, k) = %v, %v; want %s", o.company, o.project, got, err, o.want)
 		}
-		list, err := s.ListWorkspaces(ctx, workspace.Filter{Company: o.company, Project: o.project})
+		list, err := s.ListWorkspaces(ctx, workspacehook.Filter{Company: o.company, Project: o.project})
 		if err != nil || cmp.Diff([]string{o.want}, ids(list)) != "" {
 			t.Errorf("ListWorkspaces(%q, %q) = %v, %v; want [%s]", o.company, o.project, ids(list), err, o.want)
 		}
 	}
 }
 
-func testList(t *testing.T, s workspace.Store) {
+func testList(t *testing.T, s records) {
 	ctx := context.Background()
 	for i, w := range []*workspace.Workspace{
 		record("c", "acme", "app", "k1"),
@@ -294,16 +300,16 @@ func testList(t *testing.T, s workspace.Store) {
 	d.Lease, d.Revision = "shared", 2
 	mustUpdate(t, s, d)
 	for _, tc := range []struct {
-		f    workspace.Filter
+		f    workspacehook.Filter
 		want []string
 	}{
-		{workspace.Filter{}, []string{"c", "d", "a", "b"}},
-		{workspace.Filter{Company: "acme", Project: "app"}, []string{"c", "a", "b"}},
-		{workspace.Filter{Company: "acme"}, []string{}},
-		{workspace.Filter{Lease: "shared"}, []string{"d", "b"}},
-		{workspace.Filter{State: workspace.StatePreparing}, []string{"c", "d", "b"}},
-		{workspace.Filter{Company: "acme", Project: "app", State: workspace.StateReady}, []string{"a"}},
-		{workspace.Filter{Company: "globex", Project: "app", Lease: "shared"}, []string{"d"}},
+		{workspacehook.Filter{}, []string{"c", "d", "a", "b"}},
+		{workspacehook.Filter{Company: "acme", Project: "app"}, []string{"c", "a", "b"}},
+		{workspacehook.Filter{Company: "acme"}, []string{}},
+		{workspacehook.Filter{Lease: "shared"}, []string{"d", "b"}},
+		{workspacehook.Filter{State: string(workspace.StatePreparing)}, []string{"c", "d", "b"}},
+		{workspacehook.Filter{Company: "acme", Project: "app", State: string(workspace.StateReady)}, []string{"a"}},
+		{workspacehook.Filter{Company: "globex", Project: "app", Lease: "shared"}, []string{"d"}},
 	} {
 		got, err := s.ListWorkspaces(ctx, tc.f)
 		if err != nil {
@@ -315,7 +321,7 @@ func testList(t *testing.T, s workspace.Store) {
 	}
 }
 
-func testUpdate(t *testing.T, s workspace.Store) {
+func testUpdate(t *testing.T, s records) {
 	ctx := context.Background()
 	w := record("w1", "acme", "app", "k")
 	mustInsert(t, s, w)
@@ -351,7 +357,7 @@ func testUpdate(t *testing.T, s workspace.Store) {
 	}
 }
 
-func testEndedFinal(t *testing.T, s workspace.Store) {
+func testEndedFinal(t *testing.T, s records) {
 	ctx := context.Background()
 	w := record("w1", "acme", "app", "k")
 	mustInsert(t, s, w)
@@ -372,7 +378,7 @@ func testEndedFinal(t *testing.T, s workspace.Store) {
 	}
 }
 
-func testInsertConcurrent(t *testing.T, s workspace.Store) {
+func testInsertConcurrent(t *testing.T, s records) {
 	const n = 10
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -391,13 +397,13 @@ func testInsertConcurrent(t *testing.T, s workspace.Store) {
 			t.Errorf("a losing insert: %v, want a conflict", err)
 		}
 	}
-	all, err := s.ListWorkspaces(context.Background(), workspace.Filter{Company: "acme", Project: "app"})
+	all, err := s.ListWorkspaces(context.Background(), workspacehook.Filter{Company: "acme", Project: "app"})
 	if won != 1 || err != nil || len(all) != 1 {
 		t.Errorf("%d inserts won, %d records stored (%v); want one", won, len(all), err)
 	}
 }
 
-func testUpdateConcurrent(t *testing.T, s workspace.Store) {
+func testUpdateConcurrent(t *testing.T, s records) {
 	const n = 10
 	w := record("w1", "acme", "app", "k")
 	mustInsert(t, s, w)
@@ -430,13 +436,13 @@ func testUpdateConcurrent(t *testing.T, s workspace.Store) {
 	}
 }
 
-func testCancelled(t *testing.T, s workspace.Store) {
+func testCancelled(t *testing.T, s records) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.InsertWorkspace(ctx, record("w1", "acme", "app", "k")); err == nil {
 		t.Error("InsertWorkspace with a cancelled context succeeded")
 	}
-	if _, err := s.ListWorkspaces(ctx, workspace.Filter{}); err == nil {
+	if _, err := s.ListWorkspaces(ctx, workspacehook.Filter{}); err == nil {
 		t.Error("ListWorkspaces with a cancelled context succeeded")
 	}
 }

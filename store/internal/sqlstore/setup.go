@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/templates"
 )
 
@@ -38,7 +39,7 @@ func scanSetupSession(s scanner) (*templates.Session, error) {
 	return &ses, nil
 }
 
-// InsertSession implements templates.Store; the partial unique index
+// InsertSession implements templatehook.Records; the partial unique index
 // setup_sessions_one_active refuses a second active session of an
 // environment.
 func (db *DB) InsertSession(ctx context.Context, s *templates.Session) error {
@@ -66,7 +67,7 @@ func (db *DB) InsertSession(ctx context.Context, s *templates.Session) error {
 	return nil
 }
 
-// GetSession implements templates.Store.
+// GetSession implements templatehook.Records.
 func (db *DB) GetSession(ctx context.Context, id string) (*templates.Session, error) {
 	s, err := scanSetupSession(db.reads().queryRow(ctx, "SELECT doc FROM setup_sessions WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -78,8 +79,8 @@ func (db *DB) GetSession(ctx context.Context, id string) (*templates.Session, er
 	return s, nil
 }
 
-// ListSessions implements templates.Store.
-func (db *DB) ListSessions(ctx context.Context, f templates.Filter) ([]*templates.Session, error) {
+// ListSessions implements templatehook.Records.
+func (db *DB) ListSessions(ctx context.Context, f templatehook.Filter) ([]*templates.Session, error) {
 	q := "SELECT doc FROM setup_sessions WHERE 1 = 1"
 	var args []any
 	if f.Environment != "" {
@@ -97,7 +98,7 @@ func (db *DB) ListSessions(ctx context.Context, f templates.Filter) ([]*template
 	return collect(rows, "list setup sessions", scanSetupSession)
 }
 
-// UpdateSession implements templates.Store with one version-checked
+// UpdateSession implements templatehook.Records with one version-checked
 // statement.
 func (db *DB) UpdateSession(ctx context.Context, s *templates.Session) error {
 	if s == nil || s.ID == "" {
@@ -129,7 +130,7 @@ func (db *DB) UpdateSession(ctx context.Context, s *templates.Session) error {
 	return fmt.Errorf("sqlstore: setup session %s: version %d does not follow stored version %d: %w", s.ID, s.Version, stored, errcode.ErrConflict)
 }
 
-// AppendSessionEvent implements templates.Store as AppendEvent does: the
+// AppendSessionEvent implements templatehook.Records as AppendEvent does: the
 // next seq in one transaction, a collision on the primary key retried.
 func (db *DB) AppendSessionEvent(ctx context.Context, e *templates.SessionEvent) error {
 	if e == nil || e.Session == "" {
@@ -160,7 +161,7 @@ func (db *DB) AppendSessionEvent(ctx context.Context, e *templates.SessionEvent)
 	return fmt.Errorf("sqlstore: append event of setup session %s: %w", e.Session, err)
 }
 
-// ListSessionEvents implements templates.Store.
+// ListSessionEvents implements templatehook.Records.
 func (db *DB) ListSessionEvents(ctx context.Context, session string, after int64) ([]*templates.SessionEvent, error) {
 	rows, err := db.reads().query(ctx, "SELECT doc FROM setup_session_events WHERE session = ? AND seq > ? ORDER BY seq", session, after)
 	if err != nil {
@@ -179,8 +180,8 @@ func (db *DB) ListSessionEvents(ctx context.Context, session string, after int64
 	})
 }
 
-// InsertTerminalToken implements templates.Store.
-func (db *DB) InsertTerminalToken(ctx context.Context, t *templates.TerminalToken) error {
+// InsertTerminalToken implements templatehook.Records.
+func (db *DB) InsertTerminalToken(ctx context.Context, t *templatehook.TerminalToken) error {
 	if t == nil || t.Hash == "" {
 		return fmt.Errorf("sqlstore: insert terminal token: missing hash: %w", errcode.ErrInvalid)
 	}
@@ -199,7 +200,7 @@ func (db *DB) InsertTerminalToken(ctx context.Context, t *templates.TerminalToke
 	return nil
 }
 
-// PruneTerminalTokens implements templates.Store.
+// PruneTerminalTokens implements templatehook.Records.
 func (db *DB) PruneTerminalTokens(ctx context.Context, before time.Time) (int, error) {
 	res, err := db.writes().exec(ctx, "DELETE FROM setup_terminal_tokens WHERE expires_at < ?", before.UnixNano())
 	if err != nil {
@@ -212,11 +213,11 @@ func (db *DB) PruneTerminalTokens(ctx context.Context, before time.Time) (int, e
 	return int(n), nil
 }
 
-// RedeemTerminalToken implements templates.Store with one conditional
+// RedeemTerminalToken implements templatehook.Records with one conditional
 // UPDATE: of concurrent redemptions exactly one changes the row. The hash
 // binds the token to its principal and path (the principal, role and path
 // columns of migration 3 stay empty).
-func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*templates.TerminalToken, error) {
+func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Time) (*templatehook.TerminalToken, error) {
 	res, err := db.writes().exec(ctx, "UPDATE setup_terminal_tokens SET used = 1 WHERE hash = ? AND used = 0 AND expires_at > ?",
 		hash, now.UnixNano())
 	if err != nil {
@@ -231,7 +232,7 @@ func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Tim
 	if err := db.writes().queryRow(ctx, "SELECT doc FROM setup_terminal_tokens WHERE hash = ?", hash).Scan(&doc); err != nil {
 		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
 	}
-	var t templates.TerminalToken
+	var t templatehook.TerminalToken
 	if err := json.Unmarshal([]byte(doc), &t); err != nil {
 		return nil, fmt.Errorf("sqlstore: terminal token document: %w", err)
 	}

@@ -2,7 +2,11 @@ package sqlstore
 
 import (
 	"github.com/berthdev/berth/internal/controller"
+	"github.com/berthdev/berth/internal/templatehook"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/store"
+	"github.com/berthdev/berth/templates"
+	"github.com/berthdev/berth/workspace"
 )
 
 // Stores returns db as the store of every berth package: one database
@@ -19,8 +23,8 @@ func (db *DB) Stores() store.Stores {
 		AuthChecks:     db,
 		Runners:        controller.SealStore(db.PRP()).(store.RunnerStore),
 		Settings:       db,
-		Templates:      db,
-		Workspaces:     db,
+		Templates:      templatehook.Seal(db).(templates.Store),
+		Workspaces:     workspacehook.Seal(db).(workspace.Store),
 		Durable:        true,
 	}
 }

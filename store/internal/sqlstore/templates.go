@@ -8,10 +8,11 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/templatehook"
 	"github.com/berthdev/berth/templates"
 )
 
-var _ templates.Store = (*DB)(nil)
+var _ templatehook.Records[*templates.Template, *templates.Session, *templates.Event, *templates.SessionEvent] = (*DB)(nil)
 
 func wanted(t *templates.Template) int {
 	if t.DeleteWanted {
@@ -32,7 +33,7 @@ func scanTemplate(s scanner) (*templates.Template, error) {
 	return &t, nil
 }
 
-// InsertTemplate implements templates.Store.
+// InsertTemplate implements templatehook.Records.
 func (db *DB) InsertTemplate(ctx context.Context, t *templates.Template) error {
 	if t == nil || t.ID == "" {
 		return fmt.Errorf("sqlstore: insert template: missing id: %w", errcode.ErrInvalid)
@@ -55,7 +56,7 @@ func (db *DB) InsertTemplate(ctx context.Context, t *templates.Template) error {
 	return nil
 }
 
-// GetTemplate implements templates.Store.
+// GetTemplate implements templatehook.Records.
 func (db *DB) GetTemplate(ctx context.Context, id string) (*templates.Template, error) {
 	t, err := scanTemplate(db.reads().queryRow(ctx, "SELECT doc FROM templates WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -67,8 +68,8 @@ func (db *DB) GetTemplate(ctx context.Context, id string) (*templates.Template, 
 	return t, nil
 }
 
-// ListTemplates implements templates.Store.
-func (db *DB) ListTemplates(ctx context.Context, f templates.Filter) ([]*templates.Template, error) {
+// ListTemplates implements templatehook.Records.
+func (db *DB) ListTemplates(ctx context.Context, f templatehook.Filter) ([]*templates.Template, error) {
 	q := "SELECT doc FROM templates WHERE 1 = 1"
 	var args []any
 	if f.Environment != "" {
@@ -86,7 +87,7 @@ func (db *DB) ListTemplates(ctx context.Context, f templates.Filter) ([]*templat
 	return collect(rows, "list templates", scanTemplate)
 }
 
-// UpdateTemplate implements templates.Store with one version-checked
+// UpdateTemplate implements templatehook.Records with one version-checked
 // statement.
 func (db *DB) UpdateTemplate(ctx context.Context, t *templates.Template) error {
 	if t == nil || t.ID == "" {
@@ -116,7 +117,7 @@ func (db *DB) UpdateTemplate(ctx context.Context, t *templates.Template) error {
 	return fmt.Errorf("sqlstore: template %s: version %d does not follow stored version %d: %w", t.ID, t.Version, stored, errcode.ErrConflict)
 }
 
-// AppendEvent implements templates.Store: the next seq of the environment in
+// AppendEvent implements templatehook.Records: the next seq of the environment in
 // one transaction; two concurrent appends that pick the same seq collide
 // on the primary key and the loser starts over.
 func (db *DB) AppendEvent(ctx context.Context, e *templates.Event) error {
@@ -148,7 +149,7 @@ func (db *DB) AppendEvent(ctx context.Context, e *templates.Event) error {
 	return fmt.Errorf("sqlstore: append event of environment %s: %w", e.Environment, err)
 }
 
-// ListEvents implements templates.Store.
+// ListEvents implements templatehook.Records.
 func (db *DB) ListEvents(ctx context.Context, environment string) ([]*templates.Event, error) {
 	rows, err := db.reads().query(ctx, "SELECT doc FROM template_events WHERE environment = ? ORDER BY seq", environment)
 	if err != nil {

@@ -8,10 +8,11 @@ import (
 	"fmt"
 
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/workspacehook"
 	"github.com/berthdev/berth/workspace"
 )
 
-var _ workspace.Store = (*DB)(nil)
+var _ workspacehook.Records[*workspace.Workspace] = (*DB)(nil)
 
 func liveFlag(w *workspace.Workspace) int {
 	if w.State == workspace.StateEnded {
@@ -32,11 +33,11 @@ func scanWorkspace(s scanner) (*workspace.Workspace, error) {
 	return &w, nil
 }
 
-// InsertWorkspace implements workspace.Store; the primary key and the
+// InsertWorkspace implements workspacehook.Records; the primary key and the
 // partial unique index workspaces_one_live refuse a taken id and a second
 // live record of an owner's key.
 func (db *DB) InsertWorkspace(ctx context.Context, w *workspace.Workspace) error {
-	if err := w.Validate(); err != nil {
+	if err := workspacehook.Validate(w); err != nil {
 		return fmt.Errorf("sqlstore: insert %w", err)
 	}
 	if w.State != workspace.StatePreparing || w.Revision != 1 {
@@ -58,7 +59,7 @@ func (db *DB) InsertWorkspace(ctx context.Context, w *workspace.Workspace) error
 	return nil
 }
 
-// GetWorkspace implements workspace.Store.
+// GetWorkspace implements workspacehook.Records.
 func (db *DB) GetWorkspace(ctx context.Context, id string) (*workspace.Workspace, error) {
 	return db.getWorkspace(ctx, db.reads(), id)
 }
@@ -74,7 +75,7 @@ func (db *DB) getWorkspace(ctx context.Context, h handle, id string) (*workspace
 	return w, nil
 }
 
-// FindWorkspace implements workspace.Store: the live record of key within
+// FindWorkspace implements workspacehook.Records: the live record of key within
 // exactly this company and project.
 func (db *DB) FindWorkspace(ctx context.Context, company, project, key string) (*workspace.Workspace, error) {
 	w, err := scanWorkspace(db.reads().queryRow(ctx,
@@ -88,8 +89,8 @@ func (db *DB) FindWorkspace(ctx context.Context, company, project, key string) (
 	return w, nil
 }
 
-// ListWorkspaces implements workspace.Store.
-func (db *DB) ListWorkspaces(ctx context.Context, f workspace.Filter) ([]*workspace.Workspace, error) {
+// ListWorkspaces implements workspacehook.Records.
+func (db *DB) ListWorkspaces(ctx context.Context, f workspacehook.Filter) ([]*workspace.Workspace, error) {
 	q := "SELECT doc FROM workspaces WHERE 1 = 1"
 	var args []any
 	if f.Company != "" {
@@ -112,19 +113,19 @@ func (db *DB) ListWorkspaces(ctx context.Context, f workspace.Filter) ([]*worksp
 	return collect(rows, "list workspaces", scanWorkspace)
 }
 
-// UpdateWorkspace implements workspace.Store: the stored record is read,
-// w checked against it (workspace.Workspace.Follows), and written with one
+// UpdateWorkspace implements workspacehook.Records: the stored record is read,
+// w checked against it (workspacehook.Follows), and written with one
 // statement conditioned on the stored revision, so of concurrent updates
 // from one revision one wins.
 func (db *DB) UpdateWorkspace(ctx context.Context, w *workspace.Workspace) error {
-	if err := w.Validate(); err != nil {
+	if err := workspacehook.Validate(w); err != nil {
 		return fmt.Errorf("sqlstore: update %w", err)
 	}
 	cur, err := db.getWorkspace(ctx, db.writes(), w.ID)
 	if err != nil {
 		return err
 	}
-	if err := w.Follows(cur); err != nil {
+	if err := workspacehook.Follows(w, cur); err != nil {
 		return fmt.Errorf("sqlstore: %w", err)
 	}
 	doc, err := json.Marshal(w)
