@@ -402,7 +402,7 @@ func New(ctx context.Context, opts *Options) (*System, error) {
 		Ended: func(ctx context.Context, l any) { workspacehook.LeaseEnded(sys.workspaces, ctx, l) },
 	})
 	sys.leases = mgr.(*lease.Manager)
-	sys.workspaces = workspacehook.New(workspacehook.Sources{Store: st.Workspaces, Leases: st.Leases, Drivers: reg,
+	sys.workspaces = workspacehook.New(workspacehook.Sources{Store: st.Workspaces, Leases: st.Leases, LeaseManager: sys.leases, Drivers: reg,
 		Authorizer: o.Authorizer, Logger: o.Logger}).(*workspace.Manager)
 	tsvc, setupUsage := templatehook.New(templatehook.Sources{
 		Templates: st.Templates, Environments: st.Environments, Drivers: reg, Leases: sys.leases, LeaseRecords: st.Leases,

@@ -585,9 +585,22 @@ func testWorkspaceFiles(t *testing.T, d drivers.Driver, cfg map[string]any) {
 	if err := sys.Workspaces().Files(board, h, ws.ID).GetArchive(ctx, "a.txt", io.Discard); !errors.Is(err, errcode.ErrDenied) {
 		t.Errorf("the board member reads a file: %v, want denied", err)
 	}
+	// Without a handle (a board member may not open the lease): the
+	// same listing and refusals, through the lease's files.
+	if list, err := sys.Workspaces().Files(board, nil, ws.ID).ReadDir(ctx, "sub"); err != nil || len(list) != 1 || list[0].Name != "b.txt" {
+		t.Errorf("the board member's listing without a handle: %+v, %v", list, err)
+	}
+	if err := sys.Workspaces().Files(board, nil, ws.ID).GetArchive(ctx, "a.txt", io.Discard); !errors.Is(err, errcode.ErrDenied) {
+		t.Errorf("the board member reads a file without a handle: %v, want denied", err)
+	}
+	if _, err := sys.Workspaces().Files(board, nil, ws.ID).ReadDir(ctx, "../.."); !errors.Is(err, errcode.ErrInvalid) {
+		t.Errorf("the board member lists out of the workspace: %v, want invalid", err)
+	}
 	other := authz.Principal{ID: "o", Role: authz.RoleBoardMember, Companies: []string{"globex"}}
-	if _, err := sys.Workspaces().Files(other, h, ws.ID).ReadDir(ctx, ""); !errors.Is(err, errcode.ErrNotFound) {
-		t.Errorf("another company lists: %v, want not found", err)
+	for _, hh := range []*lease.Handle{h, nil} {
+		if _, err := sys.Workspaces().Files(other, hh, ws.ID).ReadDir(ctx, ""); !errors.Is(err, errcode.ErrNotFound) {
+			t.Errorf("another company lists (handle %v): %v, want not found", hh != nil, err)
+		}
 	}
 	if err := sys.Workspaces().Files(agent, h, ws.ID).PutArchive(ctx, "sub", tarOf(t, map[string]string{"c.txt": "c"})); err != nil {
 		t.Fatalf("the agent's upload: %v", err)

@@ -35,13 +35,21 @@ func (m *Manager) filesOf(ctx context.Context, p authz.Principal, a authz.Action
 		}
 		return nil, nil, fmt.Errorf("workspace %s: %w", id, errcode.ErrNotFound)
 	}
-	if h.ID() != w.Lease {
+	if h != nil && h.ID() != w.Lease {
 		return nil, nil, errOwner(h.ID(), fmt.Sprintf("workspace %s lives in lease %s", w.ID, w.Lease))
 	}
 	if w.State == StateEnded {
 		return nil, nil, fmt.Errorf("workspace %s has ended: %w", w.ID, errcode.ErrConflict)
 	}
-	fs, err := leasehook.Files(h)
+	var fs drivers.Files
+	switch {
+	case h != nil:
+		fs, err = leasehook.Files(h)
+	case m.lm == nil:
+		err = fmt.Errorf("the manager has no lease manager (berth.New wires one): %w", drivers.ErrUnsupported)
+	default:
+		fs, err = m.lm.Files(ctx, p, w.Lease)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("workspace: %s %s: %w", op, id, err)
 	}
@@ -70,6 +78,11 @@ func (w *Workspace) inside(p string) (string, error) {
 // operators), as a file can hold a credential the agent was handed. p
 // may not read the lease: errcode.ErrNotFound; an ended workspace:
 // errcode.ErrConflict.
+//
+// h may be nil, for a principal who may list the lease's files but not
+// open it (a board member): the sandbox is then reached as
+// lease.Manager.Files reaches it, so a host lease (local, ssh) held by
+// another process is out of reach (drivers.ErrUnsupported).
 //
 // GetArchive writes a tar stream (the sandbox's to forge: unpack it with
 // tarsafe.Extract). PutArchive extracts a tar stream under a directory

@@ -48,6 +48,7 @@ func init() {
 type Manager struct {
 	store   records
 	leases  lease.Store
+	lm      *lease.Manager // Files with no handle
 	drivers *drivers.Registry
 	authz   authz.Authorizer
 	log     *slog.Logger
@@ -57,6 +58,7 @@ type Manager struct {
 func newManager(src workspacehook.Sources) *Manager {
 	m := &Manager{store: unseal(src.Store), leases: src.Leases.(lease.Store), drivers: src.Drivers,
 		authz: src.Authorizer, log: src.Logger, now: time.Now}
+	m.lm, _ = src.LeaseManager.(*lease.Manager)
 	if m.authz == nil {
 		m.authz = authz.DefaultPolicy{}
 	}

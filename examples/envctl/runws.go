@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -211,35 +210,12 @@ func workspaceFiles(ctx context.Context, g *globals, sys *system, sub, id, wsID 
 	h, err := sys.Leases().Open(ctx, g.as, id)
 	if err != nil {
 		if sub == "ls" && errors.Is(err, errcode.ErrDenied) {
-			// A board member lists (lease.Manager.Files decides it) but
-			// may not open the lease: the workspace's directory under the
-			// working directory.
-			f, ferr := sys.Leases().Files(ctx, g.as, id)
-			if ferr != nil {
-				return nil, "", ferr
-			}
-			return wsListing{f, ".berth/ws/" + path.Base(ws.Dir)}, where, nil
+			// A board member lists but may not open the lease.
+			return sys.Workspaces().Files(g.as, nil, ws.ID), where, nil
 		}
 		return nil, "", err
 	}
 	return sys.Workspaces().Files(g.as, h, ws.ID), where, nil
-}
-
-// wsListing lists a workspace's directory through the lease's files
-// (ReadDir only), for a principal who may list but not open the lease.
-type wsListing struct {
-	drivers.Files
-	rel string
-}
-
-func (l wsListing) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo, error) {
-	c := path.Clean("./" + dir)
-	if strings.HasPrefix(dir, "/") || c == ".." || strings.HasPrefix(c, "../") {
-		return nil, &errcode.Error{Code: errcode.Invalid, Op: "workspace ls", Field: "path",
-			Message: fmt.Sprintf("The path %q is outside the workspace: give one relative to its directory.", dir),
-			Err:     fmt.Errorf("path %q leaves the workspace's directory: %w", dir, errcode.ErrInvalid)}
-	}
-	return l.Files.ReadDir(ctx, path.Join(l.rel, c))
 }
 
 // showEntry is one workspace of 'workspace show --json': its record and

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"path"
-	"strings"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
@@ -183,7 +181,7 @@ func (s *server) workspaceChanges(w http.ResponseWriter, r *http.Request) {
 // lease for the caller, through the workspace manager (paths relative to
 // the workspace's directory, never out of it): its holder and operators
 // open the lease; a board member, who may list the lease's files but not
-// open it, lists the workspace's directory through the lease's files.
+// open it, lists them without a handle.
 func (s *server) workspaceFiles(r *http.Request, ws string) (drivers.Files, error) {
 	p := principalOf(r)
 	h, err := s.sys.Leases().Open(r.Context(), p, r.PathValue("id"))
@@ -198,28 +196,9 @@ func (s *server) workspaceFiles(r *http.Request, ws string) (drivers.Files, erro
 		return nil, serr
 	}
 	for _, rec := range recs {
-		if rec.ID == ws && rec.State != workspace.StateEnded {
-			f, ferr := s.sys.Leases().Files(r.Context(), p, rec.Lease)
-			if ferr != nil {
-				return nil, ferr
-			}
-			return wsListing{Files: f, rel: ".berth/ws/" + path.Base(rec.Dir)}, nil
+		if rec.ID == ws {
+			return s.sys.Workspaces().Files(p, nil, ws), nil
 		}
 	}
 	return nil, fmt.Errorf("workspace %s of lease %s: %w", ws, r.PathValue("id"), errcode.ErrNotFound)
-}
-
-// wsListing lists a workspace's directory through the lease's files
-// (ReadDir only; a board member's listing).
-type wsListing struct {
-	drivers.Files
-	rel string
-}
-
-func (l wsListing) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo, error) {
-	c := path.Clean("./" + dir)
-	if strings.HasPrefix(dir, "/") || c == ".." || strings.HasPrefix(c, "../") {
-		return nil, invalid("path", "the path %q is outside the workspace: give one relative to its directory", dir)
-	}
-	return l.Files.ReadDir(ctx, path.Join(l.rel, c))
 }

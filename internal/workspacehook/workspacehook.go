@@ -22,6 +22,10 @@ type Sources struct {
 	// Leases is the lease store, read to tell whether a record's lease
 	// still lives: a lease.Store. Required.
 	Leases any
+	// LeaseManager is the System's *lease.Manager: the files of a lease
+	// for a principal who may list them but not open the lease
+	// (workspace.Manager.Files with no handle). Required.
+	LeaseManager any
 	// Drivers resolves a lease's driver (its kind: a host target keeps a
 	// workspace's directory after the lease).
 	Drivers *drivers.Registry
