@@ -221,7 +221,7 @@ func (d *Driver) newSchema() *config.Schema {
 		{Name: fieldCPUs, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(1), Check: cpus, Doc: "CPUs per sandbox (1-64)"},
 		{Name: fieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Doc: "startup budget of a lease; absent: the provider-declared one"},
 		{Name: fieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: d.o.APIKey != "",
-			Doc: "provider API key (required when the fake was built with Options.APIKey)"},
+			Doc: "provider API key (required when the fake driver was started with one)"},
 		{Name: fieldNotes, Kind: config.KindMetadata, Type: config.TypeString, Doc: "free text for operators"},
 	}, ImageReference: func(cfg config.Config) (images.Reference, error) { return d.parseImage(cfg.String(fieldImage)) }}
 }

@@ -44,7 +44,7 @@ func newSchema() *config.Schema {
 			{Name: fieldPrivateKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
 				Doc: "unencrypted private key in PEM form (OpenSSH, PKCS#1, PKCS#8 or SEC1)", Check: checkPrivateKey},
 			{Name: fieldKnownHosts, Kind: config.KindIdentity, Type: config.TypeStringList,
-				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (see ScanHostKey)",
+				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (ssh-keyscan -p PORT HOST prints them; compare the fingerprint with the server's before you trust it)",
 				Check: checkKnownHosts},
 			{Name: fieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString, Default: "~",
 				Doc:   `remote workspace directory, created if missing: "~" is the login user's home, "~/x" and relative paths are under it, absolute paths are used as given`,
@@ -57,8 +57,8 @@ func newSchema() *config.Schema {
 				Doc:   "the server's MaxSessions: channels opened at once on one connection (one is kept for control commands)",
 				Check: checkMaxSessions},
 			{Name: fieldForwarding, Kind: config.KindKnob, Type: config.TypeString, Check: checkForwarding,
-				Doc: `what the server forwards for the runner's ingress, as a probe measured it (probe.Result.Forwarding): "unix", "tcp" or "none"; ` +
-					`"none" narrows runner_ingress away (CAP-2), so a run that needs the runner is refused before anything is allocated; absent: not measured (the driver tries a unix socket, then TCP)`},
+				Doc: `what the server forwards for the runner's ingress, as a Test measured it: "unix", "tcp" or "none"; ` +
+					`with "none" this environment cannot host runs that need the runner, which are refused before anything is started; absent: not measured (a unix socket is tried, then TCP)`},
 		},
 	}
 }
