@@ -160,6 +160,9 @@ type envPage struct {
 	Leases      []leaseRow
 
 	Can perms
+	// Admin: the principal is an instance administrator, who also gets
+	// the Sessions page.
+	Admin bool
 	// XTerm: the server serves Debian's libjs-xterm under /xterm/ (else
 	// the terminal is a plain line terminal).
 	XTerm bool
@@ -200,6 +203,17 @@ type envRow struct {
 	Health                        bool // the driver measures provider health
 	Updated                       when
 	Selected                      bool
+}
+
+// Tone is the colour of the row's state badge: ok, bad or muted.
+func (r envRow) Tone() string {
+	switch {
+	case r.Archived:
+		return "muted"
+	case r.Unavailable != "":
+		return "bad"
+	}
+	return "ok"
 }
 
 type bindingRow struct {
@@ -266,10 +280,16 @@ type fieldRow struct {
 	Name, Label, Kind, Type, Doc string
 	Help                         string // the doc and the default, as sentences
 	Required                     bool
-	Default                      string
-	Enum                         []string
-	Value                        string // the current value in the form's text form
-	Checked                      bool   // a boolean's current value
+	// Advanced: the schema marks the field as seldom changed, so the
+	// editor shows it in its Advanced group (never a required one).
+	Advanced bool
+	// Set: an advanced field holds a value other than its default, so
+	// the Advanced group opens to show it.
+	Set     bool
+	Default string
+	Enum    []string
+	Value   string // the current value in the form's text form
+	Checked bool   // a boolean's current value
 	// A secret field holding a reference shows "set (version N)"; its
 	// reference (never a value) goes back unchanged unless replaced.
 	SecretSet     bool
@@ -330,7 +350,7 @@ func (s *server) allowed(ctx context.Context, p authz.Principal, a authz.Action,
 func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Request) (*envPage, error) {
 	now := s.now()
 	q := r.URL.Query()
-	pg := &envPage{Who: p.String(), Companies: p.Companies, XTerm: s.xtermDir != ""}
+	pg := &envPage{Who: p.String(), Companies: p.Companies, XTerm: s.xtermDir != "", Admin: p.Role == authz.RoleInstanceAdmin}
 	pg.Company = strings.TrimSpace(q.Get("company"))
 	if len(p.Companies) > 0 && !slices.Contains(p.Companies, pg.Company) {
 		pg.Company = p.Companies[0]
@@ -625,7 +645,7 @@ func fieldsOf(sc *config.Schema, cfg config.Config) []fieldRow {
 	var out []fieldRow
 	for _, f := range sc.Fields {
 		row := fieldRow{Name: f.Name, Label: strings.ReplaceAll(f.Name, "_", " "), Kind: f.Kind.String(), Type: typeWord(f.Type),
-			Doc: f.Doc, Required: f.Required, Enum: f.Enum}
+			Doc: f.Doc, Required: f.Required, Enum: f.Enum, Advanced: f.Advanced && !f.Required}
 		row.Help = strings.TrimSpace(f.Doc)
 		if row.Help != "" && !strings.HasSuffix(row.Help, ".") && !strings.HasSuffix(row.Help, ")") {
 			row.Help += "."
@@ -658,7 +678,36 @@ func fieldsOf(sc *config.Schema, cfg config.Config) []fieldRow {
 		case present:
 			row.Value = textOf(v)
 		}
+		row.Set = row.SecretSet || len(row.SecretKeys) > 0 || (row.Value != "" && row.Value != row.Default) ||
+			(f.Type == config.TypeBool && present && row.Checked != (f.Default == true))
 		out = append(out, row)
+	}
+	return out
+}
+
+// Basic lists the editor's fields shown first.
+func (e *editor) Basic() []fieldRow { return e.fieldsWhere(false) }
+
+// Advanced lists the fields of the editor's Advanced group.
+func (e *editor) Advanced() []fieldRow { return e.fieldsWhere(true) }
+
+// AdvancedSet reports whether an advanced field holds a value other than
+// its default (the group is then open, to show it).
+func (e *editor) AdvancedSet() bool {
+	for _, f := range e.Fields {
+		if f.Advanced && f.Set {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *editor) fieldsWhere(advanced bool) []fieldRow {
+	var out []fieldRow
+	for _, f := range e.Fields {
+		if f.Advanced == advanced {
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -55,8 +55,29 @@
     return u.toString();
   }
 
-  // ---- collapsible sections: each tab keeps what it opened across
-  // reloads; a link to a section (#settings) opens it ----
+  // ---- sections: the address names the one shown (#images, #runs,
+  // …; none: Environments); a link to an element in a section (#drivers)
+  // shows that section and opens the element's disclosure. Without the
+  // script every section shows, one after another. ----
+  const sections = Array.from(document.querySelectorAll("main > section.tab"));
+  const navLinks = Array.from(document.querySelectorAll("nav.sections a[data-section]"));
+  const companyForm = document.getElementById("company-form");
+  function showSection() {
+    const id = window.location.hash.slice(1);
+    const el = id ? document.getElementById(id) : null;
+    let sec = el ? el.closest("main > section.tab") : null;
+    if (!sec) sec = document.getElementById("environments");
+    if (!sec) return;
+    sections.forEach(function (s) { s.hidden = s !== sec; });
+    navLinks.forEach(function (a) {
+      if (a.dataset.section === sec.id) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    });
+    // Switching company keeps the section.
+    if (companyForm) companyForm.setAttribute("action", "#" + sec.id);
+    const d = el && el.closest("details");
+    if (d) d.open = true;
+  }
   document.querySelectorAll("details[data-keep]").forEach(function (d) {
     const k = "berth.open." + d.id;
     let v = null;
@@ -66,14 +87,8 @@
       try { window.sessionStorage.setItem(k, d.open ? "1" : "0"); } catch (e) { /* storage off: not kept */ }
     });
   });
-  function openTarget() {
-    const id = window.location.hash.slice(1);
-    const el = id && document.getElementById(id);
-    const d = el && el.closest("details");
-    if (d) d.open = true;
-  }
-  window.addEventListener("hashchange", openTarget);
-  openTarget();
+  window.addEventListener("hashchange", showSection);
+  showSection();
 
   // ---- the editor (UI-1) ----
   const form = document.getElementById("editor");
