@@ -45,6 +45,55 @@
 
   function setText(el, text) { if (el) el.textContent = text; }
 
+  // details is a "Details" disclosure holding the technical detail
+  // behind a sentence (the error chain, a probe's stages): closed, its
+  // summary reached by Tab and opened by Enter, its text selectable, and
+  // a Copy button.
+  function details(text) {
+    const d = document.createElement("details");
+    d.className = "more";
+    const s = document.createElement("summary");
+    s.textContent = "Details";
+    const pre = document.createElement("pre");
+    pre.className = "detail";
+    pre.textContent = text;
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "copy";
+    copy.textContent = "Copy";
+    copy.addEventListener("click", async function () {
+      try {
+        await navigator.clipboard.writeText(text);
+        copy.textContent = "Copied";
+      } catch (e) {
+        const r = document.createRange();
+        r.selectNodeContents(pre);
+        const sel = window.getSelection();
+        sel.removeAllRanges();
+        sel.addRange(r);
+        copy.textContent = "Selected: press Ctrl+C to copy";
+      }
+    });
+    d.append(s, pre, copy);
+    return d;
+  }
+
+  // sentence is a span of class cls holding text.
+  function sentence(cls, text) {
+    const s = document.createElement("span");
+    s.className = cls;
+    s.textContent = text;
+    return s;
+  }
+
+  // showFailure puts an API error where its action was taken: its one
+  // sentence, and its detail behind "Details".
+  function showFailure(el, prefix, e) {
+    const parts = [sentence("sentence", prefix + errLine(e))];
+    if (e.detail && e.detail !== e.message) parts.push(details(e.detail));
+    el.replaceChildren.apply(el, parts);
+  }
+
   function companyPath(rest) { return "/api/v1/companies/" + encodeURIComponent(company) + rest; }
 
   function pageURL(params) {
@@ -218,14 +267,19 @@
     if (slot) {
       const f = slot.closest(".field");
       const missing = e.reason === "missing_credentials" ? "missing credentials: " : "";
-      slot.textContent = missing + errLine(e);
-      slot.title = e.detail || "";
-      const input = f && f.querySelector("input, textarea, select");
+      showFailure(slot, missing, e);
+      const input = f && f.querySelector("input:not([hidden]), textarea:not([hidden]), select");
       if (input) input.setAttribute("aria-invalid", "true");
+      // The field's group opens, and the focus goes to the field.
+      const adv = slot.closest("details");
+      if (adv) adv.open = true;
+      const target = input || (f && f.querySelector("button, input, textarea, select"));
+      if (target) target.focus();
     } else {
-      fe.textContent = errLine(e);
-      fe.title = e.detail || "";
+      showFailure(fe, "", e);
       fe.hidden = false;
+      fe.setAttribute("tabindex", "-1");
+      fe.focus();
     }
   }
 
@@ -325,28 +379,27 @@
       b.disabled = false;
       if (res.status !== 200) {
         out.className = "result failed";
-        const e = errOf(res);
-        setText(out, "Test failed: " + errLine(e));
+        showFailure(out, "Test failed: ", errOf(res));
         return;
       }
       const r = res.body;
       const q = r.qualificationDiagnostic;
       const qual = r.platformQualificationRecorded ? "qualification recorded"
         : "no qualification recorded" + (q ? ": " + q.message + " (" + q.code + ")" : "");
-      // Three parts apart: the connection (one sentence, the summary on
-      // hover), the qualification, and what the probe did not validate.
-      const part = function (cls, text) {
-        const s = document.createElement("span");
-        s.className = cls;
-        s.textContent = text;
-        return s;
-      };
+      // Apart: the connection in one sentence, the qualification on its
+      // own line, what the probe did not validate, and the summary and
+      // each stage behind "Details".
       const conn = r.ok
-        ? part("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
-        : part("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
-      conn.title = r.summary;
-      const parts = [conn, " ", part("probe-qualification", qual + ".")];
-      if (r.notValidated) parts.push(" ", part("probe-not-validated", r.notValidated));
+        ? sentence("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
+        : sentence("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
+      const parts = [conn, " ", sentence("probe-qualification", qual + ".")];
+      if (r.notValidated) parts.push(" ", sentence("probe-not-validated", r.notValidated));
+      const lines = [r.summary || ""];
+      (r.stages || []).forEach(function (st) {
+        lines.push(st.name + ": " + (st.skipped ? "skipped" : st.ok ? "ok" : "failed") + (st.error ? ": " + st.error : ""));
+      });
+      if (q && q.detail) lines.push("qualification: " + q.detail);
+      parts.push(details(lines.join("\n")));
       out.className = r.ok ? "result ok" : "result failed";
       out.replaceChildren.apply(out, parts);
     });
@@ -362,14 +415,15 @@
       const res = await api("POST", "/api/v1/environments/" + encodeURIComponent(id) + "/health");
       b.disabled = false;
       if (res.status !== 200) {
-        const e = errOf(res);
         out.className = "result failed";
-        setText(out, "Check failed: " + errLine(e));
+        showFailure(out, "Check failed: ", errOf(res));
         return;
       }
       const h = res.body;
       out.className = "result " + (h.status === "available" ? "ok" : "failed");
-      setText(out, "Provider " + (h.endpoint || "") + ": " + h.status + (h.reason ? " (" + h.reason + ")" : ""));
+      const said = [sentence("sentence", "Provider " + (h.endpoint || "") + ": " + h.status + ".")];
+      if (h.reason) said.push(details(h.reason));
+      out.replaceChildren.apply(out, said);
     });
   });
 
