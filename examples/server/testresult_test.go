@@ -61,13 +61,13 @@ func TestTestResultInABrowser(t *testing.T) {
 
 	type shown struct {
 		Sentence, Qualification, Details string
-		Open                              bool
-		RowHeight                         float64
+		Open                             bool
+		RowHeight                        float64
 	}
 	read := func(id string) shown {
 		t.Helper()
 		s, err := chromedp.Run(admin.ctx, chromedp.Evaluate[shown](`(function () {
-			const out = document.getElementById("result-` + id + `");
+			const out = document.getElementById("result-`+id+`");
 			const q = out.querySelector(".probe-qualification"), d = out.querySelector("details.more");
 			return {Sentence: (out.querySelector(".probe-connection, .sentence") || {}).textContent || "",
 				Qualification: q ? q.textContent : "", Details: d ? d.querySelector("pre").textContent : "", Open: d ? d.open : false,

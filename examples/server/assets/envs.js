@@ -508,8 +508,7 @@
       const res = await api("DELETE", "/api/v1/environments/" + encodeURIComponent(pending.id), undefined,
         { "If-Match": '"' + pending.revision + '"' });
       if (res.status === 200) { window.location.href = pageURL({}); return; }
-      const e = errOf(res);
-      setText(document.getElementById("delete-status"), "Not deleted: " + errLine(e));
+      showFailure(document.getElementById("delete-status"), "Not deleted: ", errOf(res));
     });
   }
 
@@ -538,7 +537,7 @@
         st.append(a, " to see the saved settings, then change them again.");
         return;
       }
-      setText(st, "Not saved: " + errLine(e));
+      showFailure(st, "Not saved: ", e);
     });
   }
 
@@ -555,8 +554,7 @@
       const res = await api("PUT", companyPath("/assignments/" + encodeURIComponent(kind) + "/" + encodeURIComponent(key)),
         { environmentId: document.getElementById("bind-env").value }, { "If-Match": "*" });
       if (res.status === 200) { window.location.reload(); return; }
-      const e = errOf(res);
-      setText(st, "Not assigned: " + errLine(e));
+      showFailure(st, "Not assigned: ", errOf(res));
     });
   }
   const rform = document.getElementById("resolve-form");
@@ -572,8 +570,7 @@
       });
       const res = await api("POST", companyPath("/resolve"), body);
       if (res.status !== 200) {
-        const e = errOf(res);
-        setText(out, "No target: " + errLine(e));
+        showFailure(out, "No target: ", errOf(res));
         return;
       }
       const r = res.body;
@@ -637,8 +634,7 @@
   function filesError(e) {
     const el = document.getElementById("files-error");
     if (!el) return;
-    el.textContent = errLine(e);
-    el.title = e.detail || "";
+    showFailure(el, "", e);
     el.hidden = false;
   }
   // listDir fills ul with the entries of the directory path: a directory
@@ -834,8 +830,7 @@
       setText(document.getElementById("run-status"), "starting…");
       const res = await api("POST", companyPath("/runs"), body, { "Idempotency-Key": "page-" + Date.now() + "-" + Math.random() });
       if (res.status !== 202) {
-        const e = errOf(res);
-        errEl.textContent = errLine(e);
+        showFailure(errEl, "", errOf(res));
         errEl.hidden = false;
         setText(document.getElementById("run-status"), "not started");
         return;
