@@ -770,3 +770,22 @@ func TestAgo(t *testing.T) {
 		}
 	}
 }
+
+// A provider last measured unavailable is said by its reason: refused
+// credentials (a Daytona 401) are not "unreachable".
+func TestProviderSentence(t *testing.T) {
+	now := time.Now()
+	at := now.Add(-3 * time.Minute)
+	for code, want := range map[string]string{
+		"auth_failed":          "The provider at https://dt.example/api refused the credentials when last checked, 3 min ago. Check the API key",
+		"unreachable":          "The provider at https://dt.example/api was unreachable when last checked, 3 min ago.",
+		"provider_unavailable": "The provider at https://dt.example/api was unreachable when last checked, 3 min ago.",
+		"timeout":              "The provider at https://dt.example/api did not answer in time when last checked, 3 min ago.",
+		"image_inactive":       "The provider at https://dt.example/api was unavailable when last checked (image_inactive), 3 min ago.",
+	} {
+		h := &environment.HealthView{Status: environment.HealthUnavailable, Endpoint: "https://dt.example/api", Code: code, CheckedAt: &at}
+		if got := providerSentence(h, now); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %q, want %q", code, got, want)
+		}
+	}
+}

@@ -501,7 +501,7 @@ func shortReason(full string, st instance.Settings, host bool, h *environment.He
 	case host && st.ManagedSandboxOnly:
 		return "Host targets are off: this instance allows managed sandboxes only."
 	case h != nil && h.Status == environment.HealthUnavailable && h.CheckedAt != nil:
-		return "The provider was unreachable when last checked, " + whenOf(*h.CheckedAt, now).Ago + "."
+		return providerSentence(h, now)
 	}
 	s := strings.TrimSpace(full)
 	for _, tail := range []string{": " + drivers.ErrUnavailable.Error(), ": " + drivers.ErrUnsupported.Error()} {
@@ -515,6 +515,28 @@ func shortReason(full string, st instance.Settings, host bool, h *environment.He
 		s += "."
 	}
 	return s
+}
+
+// providerSentence says why a provider last measured unavailable was, by
+// the measurement's reason code: refused credentials are not an
+// unreachable provider.
+func providerSentence(h *environment.HealthView, now time.Time) string {
+	at := ", " + whenOf(*h.CheckedAt, now).Ago + "."
+	who := "The provider"
+	if h.Endpoint != "" {
+		who += " at " + h.Endpoint
+	}
+	switch h.Code {
+	case "auth_failed":
+		return who + " refused the credentials when last checked" + at + " Check the API key and its organization, then Check provider again."
+	case "host_key_mismatch", "host_key_unknown", "tls_unverified":
+		return who + " could not be verified when last checked (" + h.Code + ")" + at
+	case "timeout":
+		return who + " did not answer in time when last checked" + at
+	case "unreachable", "provider_unavailable", "":
+		return who + " was unreachable when last checked" + at
+	}
+	return who + " was unavailable when last checked (" + h.Code + ")" + at
 }
 
 // capNames lists the capabilities of set by name.
