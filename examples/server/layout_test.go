@@ -26,8 +26,9 @@ var pageSections = []string{"environments", "images", "assignments", "runs", "le
 // shown (a reload keeps it, switching company keeps it) and the front
 // door shows Environments; each driver's editor (local, SSH, Docker,
 // Daytona) with its basic fields first and the fields the driver's schema
-// marks Advanced in a closed group, open when one of them is set; and at
-// 400 px no section scrolls sideways. Screenshots of each at both widths.
+// marks Advanced in a closed group, open when one of them is set; a save
+// that leaves "Saved — revision N" until the next edit; and at 400 px no
+// section scrolls sideways. Screenshots of each at both widths.
 func TestPageLayoutInABrowser(t *testing.T) {
 	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{local.New(nil), ssh.New(nil), docker.New(nil), daytona.New(nil), fake.New(nil)}})
 	var tuned environment.View
@@ -164,6 +165,23 @@ func TestPageLayoutInABrowser(t *testing.T) {
 		}
 		at(1280)
 	}
+	// Save success: "Saved — revision N" stays after the page reloads,
+	// until the next edit.
+	admin.do("save tuned", chromedp.Navigate(page+"?edit="+tuned.ID), chromedp.WaitVisible(chromedp.ID("editor")),
+		chromedp.SetValue(chromedp.ID("f-description"), "a fake sandbox in eu-west-9"), chromedp.Click(chromedp.ID("save")))
+	admin.waitJS(`location.search.includes("saved=2") && document.getElementById("saved-badge") !== null`)
+	if s := admin.text("#save-status"); s != "Saved — revision 2" {
+		t.Errorf("after the save the status reads %q", s)
+	}
+	screenshot(t, admin.ctx, "layout-saved")
+	admin.do("edit again", chromedp.SendKeys(chromedp.ID("f-description"), "!"))
+	admin.waitJS(`document.getElementById("saved-badge") === null`)
+	// A saved=N that is no longer the revision claims nothing.
+	admin.do("stale saved", chromedp.Navigate(page+"?edit="+tuned.ID+"&saved=1"), chromedp.WaitVisible(chromedp.ID("editor")))
+	if admin.count("#saved-badge") != 0 {
+		t.Error("the page says saved for a revision that is not the environment's")
+	}
+
 	// The advanced group opens by keyboard: its summary is reached and
 	// Enter opens it.
 	admin.do("docker editor", chromedp.Navigate(page+"?new=docker"), chromedp.WaitVisible(chromedp.ID("editor")),

@@ -251,7 +251,11 @@ type editor struct {
 	Short       string // Unavailable in one short sentence
 	Qual        *qualRow
 	Template    string // the active template and its drift, or ""
-	Images      *imagesRow
+	// Saved is the revision a save from this page just wrote (the
+	// address's saved=N while it is still the environment's revision),
+	// shown until the next edit; 0 for none.
+	Saved  int64
+	Images *imagesRow
 }
 
 // imagesRow is the images panel of a saved environment (UI-4): what its
@@ -440,6 +444,9 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 			return nil, err
 		}
 		pg.Editor = s.editorOf(ctx, p, v, pg.Company, now)
+		if n, err := strconv.ParseInt(q.Get("saved"), 10, 64); err == nil && n == v.Revision {
+			pg.Editor.Saved = n
+		}
 		if v.Unavailable != "" {
 			pg.Editor.Short = shortReason(v.Unavailable, st, hostDriver[v.Driver], v.Health, now)
 		}

@@ -185,6 +185,13 @@
       ev.preventDefault();
       save();
     });
+    // "Saved — revision N" stays until the next edit.
+    const clearSaved = function () {
+      const b = document.getElementById("saved-badge");
+      if (b) b.remove();
+    };
+    form.addEventListener("input", clearSaved);
+    form.addEventListener("click", function (ev) { if (ev.target.closest("button.replace, button.clear, button.remove-key")) clearSaved(); });
   }
 
   function lines(v) {
