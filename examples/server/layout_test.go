@@ -165,6 +165,16 @@ func TestPageLayoutInABrowser(t *testing.T) {
 		}
 		at(1280)
 	}
+	// Capabilities in words, each with its token.
+	admin.do("docker capabilities", chromedp.Navigate(page+"?new=docker"), chromedp.WaitVisible(chromedp.ID("caps")))
+	if s := admin.text(`#caps li[data-cap="destroy_by_id"]`); s != "cleans up a sandbox by its id destroy_by_id" {
+		t.Errorf("the docker editor's destroy_by_id capability reads %q", s)
+	}
+	if s := admin.text(`#drivers-table tr[data-driver="docker"] .cap[data-cap="runner_ingress"]`); s != "hosts berth's runner" ||
+		admin.attr(`#drivers-table tr[data-driver="docker"] .cap[data-cap="runner_ingress"]`, "title") != "runner_ingress" {
+		t.Errorf("the docker driver's runner_ingress capability reads %q", s)
+	}
+
 	// Save success: "Saved — revision N" stays after the page reloads,
 	// until the next edit.
 	admin.do("save tuned", chromedp.Navigate(page+"?edit="+tuned.ID), chromedp.WaitVisible(chromedp.ID("editor")),

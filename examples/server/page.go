@@ -180,7 +180,7 @@ type driverRow struct {
 	Available  bool
 	Reason     string // the library's whole error, on hover
 	Short      string // one short sentence
-	Caps       []string
+	Caps       []capRow
 	Limits     []string
 	Health     []healthRow
 }
@@ -243,7 +243,7 @@ type editor struct {
 	Metadata    string // its metadata, KEY=VALUE per line
 	SecretEnv   string // the label of the driver's secret env map field, if any
 	Fields      []fieldRow
-	Caps        []string
+	Caps        []capRow
 	Limits      []string
 	Isolation   string // the level the driver declares for the config
 	Require     string // the environment's requireIsolation, "" for none
@@ -546,11 +546,34 @@ func providerSentence(h *environment.HealthView, now time.Time) string {
 	return who + " was unavailable when last checked (" + h.Code + ")" + at
 }
 
-// capNames lists the capabilities of set by name.
-func capNames(set drivers.Set) []string {
-	var out []string
+// capRow is a capability as the page shows it: in words, with its
+// token (the API's name) beside them.
+type capRow struct{ Token, Words string }
+
+// capWords says what each capability lets an operator do.
+var capWords = map[drivers.Capability]string{
+	drivers.CapExec:            "runs commands",
+	drivers.CapStreamExec:      "streams their output",
+	drivers.CapReuse:           "reuses a sandbox across leases",
+	drivers.CapList:            "lists its sandboxes",
+	drivers.CapDestroyByID:     "cleans up a sandbox by its id",
+	drivers.CapImageIdentity:   "reports the image it ran",
+	drivers.CapTerminal:        "interactive terminal",
+	drivers.CapTemplateCapture: "captures templates",
+	drivers.CapTemplateDelete:  "deletes templates",
+	drivers.CapRunnerIngress:   "hosts berth's runner",
+	drivers.CapFiles:           "reads and downloads files",
+}
+
+// capNames lists the capabilities of set, in words with their tokens.
+func capNames(set drivers.Set) []capRow {
+	var out []capRow
 	for _, c := range set.List() {
-		out = append(out, c.String())
+		w := capWords[c]
+		if w == "" {
+			w = strings.ReplaceAll(c.String(), "_", " ")
+		}
+		out = append(out, capRow{Token: c.String(), Words: w})
 	}
 	return out
 }
