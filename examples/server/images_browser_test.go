@@ -135,6 +135,7 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	if s := admin.text("#term-status"); !strings.Contains(s, "closes") && !strings.Contains(s, "ended") {
 		t.Errorf("after the capture the terminal status is %q", s)
 	}
+	admin.waitJS(`!document.getElementById("drift-note-relinked").hidden && document.getElementById("drift-note-detached").hidden`)
 	screenshot(t, admin.ctx, "img-03-promoted")
 	first := admin.text("#active-id")
 
@@ -251,6 +252,10 @@ func TestImagesOnDockerInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(`location.search.includes("saved=")`)
 	admin.waitText("#drift", "detached")
-	admin.do("the saved page", chromedp.Click(chromedp.CSS(`nav.sections a[data-section="images"]`)), chromedp.WaitVisible(chromedp.ID("images-panel")))
+	admin.do("the saved page", chromedp.Click(chromedp.CSS(`nav.sections a[data-section="images"]`)), chromedp.WaitVisible(chromedp.ID("images-panel")),
+		chromedp.WaitVisible(chromedp.ID("drift-note-detached")))
+	if s := admin.text("#drift-note-detached"); !strings.Contains(s, "new leases use the image, not the template") {
+		t.Errorf("the detached drift's notice: %q", s)
+	}
 	screenshot(t, admin.ctx, "img-13-detached")
 }

@@ -892,6 +892,11 @@
       const d = document.getElementById("drift");
       d.dataset.drift = at ? at.drift : "none";
       setText(d, d.dataset.drift);
+      // What the drift means and what to do, beside it.
+      ["relinked", "detached"].forEach(function (k) {
+        const note = document.getElementById("drift-note-" + k);
+        if (note) note.hidden = d.dataset.drift !== k;
+      });
     }
 
     async function templateAction(id, verb, body) {
