@@ -28,13 +28,18 @@ var pageSections = []string{"environments", "images", "assignments", "runs", "le
 // Daytona) with its basic fields first and the fields the driver's schema
 // marks Advanced in a closed group, open when one of them is set; a save
 // that leaves "Saved — revision N" until the next edit; and at 400 px no
-// section scrolls sideways. Screenshots of each at both widths.
+// section scrolls sideways; a run target that cannot host the runner
+// (Daytona) offered disabled with why. Screenshots at both widths.
 func TestPageLayoutInABrowser(t *testing.T) {
 	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{local.New(nil), ssh.New(nil), docker.New(nil), daytona.New(nil), fake.New(nil)}})
 	var tuned environment.View
 	e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
 		body: map[string]any{"name": "tuned-sandbox-with-a-long-name", "driver": "fake", "description": "a fake sandbox whose region is set",
 			"config": map[string]any{"region": "eu-west-9"}}}).decode(t, &tuned)
+	var cloud environment.View
+	e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
+		body: map[string]any{"name": "cloud", "driver": "daytona", "config": map[string]any{"api_url": "https://dt.example.test/api",
+			"api_key": "dtn-0123456789abcdef", "snapshot_id": "0b6f3c0e-6d1c-4c8e-9a57-1d2f3e4a5b6c"}}}).decode(t, &cloud)
 	admin, page, _ := imagesPage(t, e)
 
 	shown := func() []string {
@@ -99,6 +104,12 @@ func TestPageLayoutInABrowser(t *testing.T) {
 	screenshot(t, admin.ctx, "layout-sessions-1280")
 	// A reload keeps the section; switching company keeps it too.
 	admin.do("reload on runs", chromedp.Navigate(page+"#runs"), chromedp.WaitVisible(chromedp.ID("run-form")))
+	// A target that cannot host the runner is offered disabled, with why.
+	if admin.count(`#run-target option[value="`+cloud.ID+`"][disabled]`) != 1 || admin.count(`#run-target option[value="`+tuned.ID+`"]:not([disabled])`) != 1 ||
+		!strings.Contains(admin.text(`#run-target option[value="`+cloud.ID+`"]`), "cannot host runs") {
+		t.Errorf("the run targets: the daytona one %q (disabled: %d), the fake one enabled: %d", admin.text(`#run-target option[value="`+cloud.ID+`"]`),
+			admin.count(`#run-target option[value="`+cloud.ID+`"][disabled]`), admin.count(`#run-target option[value="`+tuned.ID+`"]:not([disabled])`))
+	}
 	admin.do("to assignments", chromedp.Click(chromedp.CSS(`nav.sections a[data-section="assignments"]`)),
 		chromedp.WaitVisible(chromedp.ID("bind-form")), chromedp.Clear(chromedp.ID("company")), chromedp.SendKeys(chromedp.ID("company"), "acme"),
 		chromedp.Click(chromedp.ID("company-switch")))

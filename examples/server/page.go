@@ -201,8 +201,11 @@ type envRow struct {
 	Local                         bool
 	Archived                      bool
 	Health                        bool // the driver measures provider health
-	Updated                       when
-	Selected                      bool
+	// NoRunner: its driver (with its config) cannot host berth's runner,
+	// so the run form offers it disabled, with that reason.
+	NoRunner bool
+	Updated  when
+	Selected bool
 }
 
 // Tone is the colour of the row's state badge: ok, bad or muted.
@@ -433,6 +436,13 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 			Archived: v.Status == environment.StatusArchived, Updated: whenOf(v.UpdatedAt, now), Selected: v.ID == editID}
 		if v.Unavailable != "" {
 			row.Short = shortReason(v.Unavailable, st, hostDriver[v.Driver], v.Health, now)
+		}
+		if drv := s.driver(v.Driver); drv != nil {
+			eff := drivers.Effective(drv, 0)
+			if v.Config != nil {
+				eff = drivers.Effective(drv, drivers.ConfigNarrowing(drv, v.Config))
+			}
+			row.NoRunner = !eff.Has(drivers.CapRunnerIngress)
 		}
 		pg.Envs = append(pg.Envs, row)
 	}
