@@ -107,6 +107,19 @@ func (e *Error) target() string {
 	return errmsg.Name("environment", e.Environment)
 }
 
+// fieldWords names a field for a person: an env var or a metadata key
+// by its name ("Env var DEPLOY_TOKEN", never the path env.DEPLOY_TOKEN,
+// which reads like code), any other field by its path.
+func fieldWords(f string) string {
+	switch {
+	case strings.HasPrefix(f, "env."):
+		return "Env var " + strings.TrimPrefix(f, "env.")
+	case strings.HasPrefix(f, "metadata."):
+		return "Metadata key " + strings.TrimPrefix(f, "metadata.")
+	}
+	return "Field " + f
+}
+
 // message is the sentence of e's kind for a person.
 func (e *Error) message() string {
 	t := e.target()
@@ -118,9 +131,9 @@ func (e *Error) message() string {
 	case e.unusable:
 		return errmsg.Sentence(fmt.Sprintf("%s cannot be used now: %s", t, e.Reason))
 	case e.Field != "" && t != "":
-		return errmsg.Sentence(fmt.Sprintf("Field %s of %s: %s", e.Field, t, e.Reason))
+		return errmsg.Sentence(fmt.Sprintf("%s of %s: %s", fieldWords(e.Field), t, e.Reason))
 	case e.Field != "":
-		return errmsg.Sentence(fmt.Sprintf("Field %s: %s", e.Field, e.Reason))
+		return errmsg.Sentence(fmt.Sprintf("%s: %s", fieldWords(e.Field), e.Reason))
 	case t != "":
 		return errmsg.Sentence(fmt.Sprintf("%s: %s", t, e.Reason))
 	}

@@ -235,7 +235,7 @@ func checkEnv(label string, env map[string]string) error {
 		}
 		if looksLikeSecretName(k) {
 			return &Error{Environment: label, Field: field, Err: errcode.ErrInvalid,
-				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret config fields, such as its secret env map config.env (CFG-3)"}
+				Reason: "looks like a credential; env vars are stored and shown inline, so put credentials in the driver's secret config fields, such as its secret env vars (the config field env)"}
 		}
 	}
 	return nil

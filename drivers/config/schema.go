@@ -137,6 +137,12 @@ type Field struct {
 	Doc     string `json:"doc,omitempty"`
 	// Enum, if not empty, lists the allowed values of a String field.
 	Enum []string `json:"enum,omitempty"`
+	// Advanced marks a field an operator seldom changes: a host's editor
+	// shows it in an "Advanced" group after the basic fields. The zero
+	// value (false) shows it among the basic fields; a required field is
+	// shown there whatever Advanced says. It changes nothing in
+	// validation or normalization.
+	Advanced bool `json:"advanced,omitempty"`
 	// Check, if not nil, validates the normalized value. Its error text is
 	// used as the reason; for Secret and SecretMap fields it must not
 	// contain a value. A SecretMap field's Check gets its map[string]any.

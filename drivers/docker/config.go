@@ -100,11 +100,11 @@ func newSchema(host string) *config.Schema {
 		Driver:     driverName,
 		ImageField: fieldImage,
 		Fields: []config.Field{
-			{Name: fieldHost, Kind: config.KindIdentity, Type: config.TypeString, Default: host, Check: checkHost,
+			{Name: fieldHost, Advanced: true, Kind: config.KindIdentity, Type: config.TypeString, Default: host, Check: checkHost,
 				Doc: "Docker engine host (unix:///var/run/docker.sock, tcp://HOST:2376, ssh is not supported); default: DOCKER_HOST of the berth host, else the default socket. TLS settings come from DOCKER_CERT_PATH / DOCKER_TLS_VERIFY of the berth host."},
 			{Name: fieldImage, Kind: config.KindIdentity, Type: config.TypeString, Required: true, Check: checkImage,
 				Doc: "image reference; pin it as repo@sha256:... for qualification. berth.local/templates/NAME@sha256:ID names a template captured into the engine only."},
-			{Name: fieldRegistryAuth, Kind: config.KindSecret, Type: config.TypeString, Check: checkAuth,
+			{Name: fieldRegistryAuth, Advanced: true, Kind: config.KindSecret, Type: config.TypeString, Check: checkAuth,
 				Doc: `registry credential for pulls and capture pushes: "username:password", or a bare bearer token (sent as the registry token)`},
 			{Name: fieldPullPolicy, Kind: config.KindKnob, Type: config.TypeString, Default: pullMissing, Enum: []string{pullMissing, pullAlways, pullNever},
 				Doc: "when to pull a tag: missing (default), always, never; a pinned digest is pulled only when missing"},
@@ -116,28 +116,28 @@ func newSchema(host string) *config.Schema {
 				Doc: "maximum number of processes in the container; default 512"},
 			{Name: fieldNetwork, Kind: config.KindKnob, Type: config.TypeString, Default: defaultNetwork, Check: checkNetwork,
 				Doc: `network: "none" (default: no network), "bridge" or a user network name; "host" and "container:..." are refused`},
-			{Name: fieldPorts, Kind: config.KindKnob, Type: config.TypeStringList, Check: checkPorts,
+			{Name: fieldPorts, Advanced: true, Kind: config.KindKnob, Type: config.TypeStringList, Check: checkPorts,
 				Doc: `container ports to publish ("8080", "8080/tcp"), always on 127.0.0.1 with an ephemeral host port; needs a network other than none`},
-			{Name: fieldReadonlyRootfs, Kind: config.KindKnob, Type: config.TypeBool, Default: false,
+			{Name: fieldReadonlyRootfs, Advanced: true, Kind: config.KindKnob, Type: config.TypeBool, Default: false,
 				Doc: "mount the root filesystem read-only; default false. Commands can then write only to /tmp and the workdir, " +
 					"each an empty tmpfs (exec, so that code built there runs; nosuid, nodev; owned by the user knob's uid and gid) whose contents count against the memory limit and vanish with the container. " +
 					"It trades persistence for integrity: nothing a command does survives outside those two, the image's own files in the workdir are hidden by the tmpfs, " +
 					"and a workdir other than \"/\" is required (\"/\" cannot be a tmpfs)"},
-			{Name: fieldUser, Kind: config.KindKnob, Type: config.TypeString, Check: checkUser,
+			{Name: fieldUser, Advanced: true, Kind: config.KindKnob, Type: config.TypeString, Check: checkUser,
 				Doc: `numeric user the container and every command run as: "UID" or "UID:GID" (names are not looked up in the image); default: the image's user, which is root for most images. ` +
 					`root in the container keeps no capabilities and cannot gain privileges, but owns every file of the image; a non-root uid cannot change the image's files or the /tmp and workdir of other uids, ` +
 					`and may lack write access to directories the image made for root (give it readonly_rootfs, whose tmpfs workdir it owns, or an image made for it)`},
 			{Name: fieldWorkdir, Kind: config.KindKnob, Type: config.TypeString, Default: defaultWorkdir, Check: checkAbs,
 				Doc: `default working directory of commands; default "/". With readonly_rootfs it is a writable tmpfs and must not be "/"`},
-			{Name: fieldEnv, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnv,
+			{Name: fieldEnv, Advanced: true, Kind: config.KindSecretMap, Type: config.TypeStringMap, Check: checkEnv,
 				Doc: "environment variables of every command (exec, stream, terminal), for tokens and other secrets as well: " +
 					"each value is kept in the secret store and handed to each command when it starts, never put in the container's own " +
 					"environment (which docker inspect shows) or in a captured template; a command's own env wins on a clash"},
-			{Name: fieldLabels, Kind: config.KindMetadata, Type: config.TypeStringMap, Check: checkLabels,
+			{Name: fieldLabels, Advanced: true, Kind: config.KindMetadata, Type: config.TypeStringMap, Check: checkLabels,
 				Doc: `extra container labels; keys starting with "berth." are reserved`},
-			{Name: fieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: defaultStartupTimeout.String(),
+			{Name: fieldStartupTimeout, Advanced: true, Kind: config.KindKnob, Type: config.TypeDuration, Default: defaultStartupTimeout.String(),
 				Doc: "time an acquire may take (pull, create, start), within the caller's deadline; default 60s"},
-			{Name: fieldCaptureRepo, Kind: config.KindKnob, Type: config.TypeString, Check: checkRepo,
+			{Name: fieldCaptureRepo, Advanced: true, Kind: config.KindKnob, Type: config.TypeString, Check: checkRepo,
 				Doc: "repository captured templates are pushed to (REGISTRY/PATH); default: none, templates stay in the engine as berth.local/templates/NAME"},
 		},
 		Check: func(c config.Config) error {

@@ -35,7 +35,7 @@ func (d *driver) Isolation(cfg config.Config) drivers.Isolation {
 // without it keeps its fingerprint and runs under the engine's default
 // runtime.
 func withRuntime(s *config.Schema) *config.Schema {
-	s.Fields = append(s.Fields, config.Field{Name: fieldRuntime, Kind: config.KindIdentity, Type: config.TypeString, Check: checkRuntime,
+	s.Fields = append(s.Fields, config.Field{Name: fieldRuntime, Advanced: true, Kind: config.KindIdentity, Type: config.TypeString, Check: checkRuntime,
 		Doc: `OCI runtime of the container, as the engine lists it (docker info): "runsc" runs it under gVisor, a kernel in user space (isolation gvisor); ` +
 			`default: the engine's default runtime (runc: a container sharing the engine's kernel). Under runsc the network must be "none"`})
 	check := s.Check

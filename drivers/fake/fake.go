@@ -217,12 +217,12 @@ func (d *Driver) newSchema() *config.Schema {
 	return &config.Schema{Driver: d.name, ImageField: fieldImage, Fields: []config.Field{
 		{Name: fieldImage, Kind: config.KindIdentity, Type: config.TypeString, Check: image, Doc: "OCI reference " +
 			"(repo:tag or repo@sha256:...), snapshot:<id> or snapshot-name:<name>; absent: the provider default image"},
-		{Name: fieldRegion, Kind: config.KindIdentity, Type: config.TypeString, Default: defaultRegion, Doc: "provider region; part of the target's identity"},
+		{Name: fieldRegion, Advanced: true, Kind: config.KindIdentity, Type: config.TypeString, Default: defaultRegion, Doc: "provider region; part of the target's identity"},
 		{Name: fieldCPUs, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(1), Check: cpus, Doc: "CPUs per sandbox (1-64)"},
-		{Name: fieldStartupTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Doc: "startup budget of a lease; absent: the provider-declared one"},
+		{Name: fieldStartupTimeout, Advanced: true, Kind: config.KindKnob, Type: config.TypeDuration, Doc: "startup budget of a lease; absent: the provider-declared one"},
 		{Name: fieldAPIKey, Kind: config.KindSecret, Type: config.TypeString, Required: d.o.APIKey != "",
-			Doc: "provider API key (required when the fake was built with Options.APIKey)"},
-		{Name: fieldNotes, Kind: config.KindMetadata, Type: config.TypeString, Doc: "free text for operators"},
+			Doc: "provider API key (required when the fake driver was started with one)"},
+		{Name: fieldNotes, Advanced: true, Kind: config.KindMetadata, Type: config.TypeString, Doc: "free text for operators"},
 	}, ImageReference: func(cfg config.Config) (images.Reference, error) { return d.parseImage(cfg.String(fieldImage)) }}
 }
 

@@ -76,7 +76,7 @@ func New(opts *Options) drivers.Driver {
 				Check: checkAbs,
 			},
 			{
-				Name: fieldShell, Kind: config.KindKnob, Type: config.TypeString, Default: defaultShell,
+				Name: fieldShell, Advanced: true, Kind: config.KindKnob, Type: config.TypeString, Default: defaultShell,
 				Doc:   "absolute path of the shell that runs commands whose argv[0] is \"sh\"",
 				Check: checkAbs,
 			},

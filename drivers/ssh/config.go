@@ -44,21 +44,21 @@ func newSchema() *config.Schema {
 			{Name: fieldPrivateKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
 				Doc: "unencrypted private key in PEM form (OpenSSH, PKCS#1, PKCS#8 or SEC1)", Check: checkPrivateKey},
 			{Name: fieldKnownHosts, Kind: config.KindIdentity, Type: config.TypeStringList,
-				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (see ScanHostKey)",
+				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (ssh-keyscan -p PORT HOST prints them; compare the fingerprint with the server's before you trust it)",
 				Check: checkKnownHosts},
 			{Name: fieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString, Default: "~",
 				Doc:   `remote workspace directory, created if missing: "~" is the login user's home, "~/x" and relative paths are under it, absolute paths are used as given`,
 				Check: checkWorkdir},
-			{Name: fieldConnectTimeout, Kind: config.KindKnob, Type: config.TypeDuration, Default: "10s",
+			{Name: fieldConnectTimeout, Advanced: true, Kind: config.KindKnob, Type: config.TypeDuration, Default: "10s",
 				Doc: "limit for TCP connect plus SSH handshake and authentication"},
-			{Name: fieldKeepalive, Kind: config.KindKnob, Type: config.TypeDuration,
+			{Name: fieldKeepalive, Advanced: true, Kind: config.KindKnob, Type: config.TypeDuration,
 				Doc: "interval of keepalive@openssh.com requests on idle connections; 0 or absent disables them"},
-			{Name: fieldMaxSessions, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(defaultMaxSessions),
+			{Name: fieldMaxSessions, Advanced: true, Kind: config.KindKnob, Type: config.TypeInt, Default: int64(defaultMaxSessions),
 				Doc:   "the server's MaxSessions: channels opened at once on one connection (one is kept for control commands)",
 				Check: checkMaxSessions},
-			{Name: fieldForwarding, Kind: config.KindKnob, Type: config.TypeString, Check: checkForwarding,
-				Doc: `what the server forwards for the runner's ingress, as a probe measured it (probe.Result.Forwarding): "unix", "tcp" or "none"; ` +
-					`"none" narrows runner_ingress away (CAP-2), so a run that needs the runner is refused before anything is allocated; absent: not measured (the driver tries a unix socket, then TCP)`},
+			{Name: fieldForwarding, Advanced: true, Kind: config.KindKnob, Type: config.TypeString, Check: checkForwarding,
+				Doc: `what the server forwards for the runner's ingress, as a Test measured it: "unix", "tcp" or "none"; ` +
+					`with "none" this environment cannot host runs that need the runner, which are refused before anything is started; absent: not measured (a unix socket is tried, then TCP)`},
 		},
 	}
 }

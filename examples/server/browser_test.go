@@ -132,6 +132,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil || len(at) != 2 {
 		t.Fatalf("screenshot %s: the scroll position: %v", name, err)
 	}
+	checkPageJargon(t, ctx, name)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)

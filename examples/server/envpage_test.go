@@ -420,7 +420,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	admin.do("switch to acme", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("company")),
 		chromedp.Clear(chromedp.ID("company")), chromedp.SendKeys(chromedp.ID("company"), "acme"), chromedp.Click(chromedp.ID("company-switch")))
 	admin.waitJS(`location.search.includes("company=acme") && document.getElementById("bind-form") !== null`)
-	admin.do("bind ws1 to box", chromedp.SetValue(chromedp.ID("bind-kind"), "workspace"), chromedp.SendKeys(chromedp.ID("bind-key"), "ws1"),
+	admin.do("bind ws1 to box", chromedp.Click(chromedp.CSS(`nav.sections a[data-section="assignments"]`)), chromedp.SetValue(chromedp.ID("bind-kind"), "workspace"), chromedp.SendKeys(chromedp.ID("bind-key"), "ws1"),
 		chromedp.SetValue(chromedp.ID("bind-env"), box.ID), chromedp.Click(chromedp.ID("bind-save")),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-binding="workspace/ws1"]`)))
 	if s := admin.text(`tr[data-binding="workspace/ws1"]`); !strings.Contains(s, "box") {
@@ -428,7 +428,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	}
 	admin.do("resolve ws1", chromedp.SendKeys(chromedp.ID("res-workspace"), "ws1"), chromedp.Click(chromedp.ID("resolve")))
 	admin.waitText("#resolve-result", "resolves to box (docker), by the workspace binding ws1")
-	admin.do("run in ws1", chromedp.SendKeys(chromedp.ID("run-workspace"), "ws1"),
+	admin.do("run in ws1", chromedp.Click(chromedp.CSS(`nav.sections a[data-section="runs"]`)), chromedp.SendKeys(chromedp.ID("run-workspace"), "ws1"),
 		chromedp.SendKeys(chromedp.ID("run-cmd"), "echo hello-from-$(cat /etc/hostname | cut -c1-4)-box; test -f /.dockerenv && echo in-a-container; exit 3"),
 		chromedp.Click(chromedp.ID("run-start")))
 	admin.waitText("#run-exit", "exit status 3")
@@ -494,7 +494,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	// Replace of the optional secret) changes the account, and the
 	// record no longer applies; Clear saves the config without it.
 	regSecret := "s3cret-" + hex.EncodeToString(mb[:3]) + "-registry"
-	admin.do("test box", chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] button.test`)))
+	admin.do("test box", chromedp.Click(chromedp.CSS(`nav.sections a[data-section="environments"]`)), chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] button.test`)))
 	admin.waitText("#result-"+box.ID, "qualification recorded")
 	admin.do("open box", chromedp.Click(chromedp.CSS(`tr[data-env="`+box.ID+`"] a.edit`)))
 	admin.waitJS(`document.getElementById("qualification") !== null`)
@@ -543,7 +543,9 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 
 	// Keyboard: the SSH create form walked with Tab, every control
 	// labelled and reached.
-	admin.do("open the form", chromedp.Navigate(page+"?new=ssh"), chromedp.WaitVisible(chromedp.ID("editor")), chromedp.Focus(chromedp.ID("f-name")))
+	// The Advanced group opened, to reach its fields too.
+	admin.do("open the form", chromedp.Navigate(page+"?new=ssh"), chromedp.WaitVisible(chromedp.ID("editor")),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("advanced").open = true`), chromedp.Focus(chromedp.ID("f-name")))
 	want, _ := chromedp.Run(root, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#editor input, #editor textarea, #editor select, #editor button")).filter(e => !e.hidden).map(e => e.id)`))
 	reached := map[string]bool{}
 	for range 3 * len(want) {
@@ -605,7 +607,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	admin.do("back to the settings", chromedp.Navigate(page+"#settings"), chromedp.WaitVisible(chromedp.ID("settings-form")))
 	admin.do("disable environments", chromedp.Click(chromedp.ID("set-enable")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-disabled")))
-	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” in Instance settings below") {
+	if s := admin.text("#settings-disabled"); !strings.Contains(s, "turns on “Enable environments” in Settings and saves") {
 		t.Errorf("the disabled notice: %q", s)
 	}
 	// One short sentence per row, the library's whole error on hover.
@@ -765,6 +767,25 @@ func TestAgo(t *testing.T) {
 	} {
 		if got := ago(d); got != want {
 			t.Errorf("ago(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// A provider last measured unavailable is said by its reason: refused
+// credentials (a Daytona 401) are not "unreachable".
+func TestProviderSentence(t *testing.T) {
+	now := time.Now()
+	at := now.Add(-3 * time.Minute)
+	for code, want := range map[string]string{
+		"auth_failed":          "The provider at https://dt.example/api refused the credentials when last checked, 3 min ago. Check the API key",
+		"unreachable":          "The provider at https://dt.example/api was unreachable when last checked, 3 min ago.",
+		"provider_unavailable": "The provider at https://dt.example/api was unreachable when last checked, 3 min ago.",
+		"timeout":              "The provider at https://dt.example/api did not answer in time when last checked, 3 min ago.",
+		"image_inactive":       "The provider at https://dt.example/api was unavailable when last checked (image_inactive), 3 min ago.",
+	} {
+		h := &environment.HealthView{Status: environment.HealthUnavailable, Endpoint: "https://dt.example/api", Code: code, CheckedAt: &at}
+		if got := providerSentence(h, now); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %q, want %q", code, got, want)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 	// A long run, stopped from the page: the stop proof and the receipt
 	// (on another environment: snap's snapshot is gone).
 	box := e.createFake(t, "box")
-	admin.do("run a long command", chromedp.Navigate(page+"?company=acme"), chromedp.WaitVisible(chromedp.ID("run-form")),
+	admin.do("run a long command", chromedp.Navigate(page+"?company=acme#runs"), chromedp.WaitVisible(chromedp.ID("run-form")),
 		chromedp.SetValue(chromedp.ID("run-target"), box.ID), chromedp.SendKeys(chromedp.ID("run-cmd"), "echo started; sleep 600"),
 		chromedp.Click(chromedp.ID("run-start")))
 	admin.waitText("#run-status", "running")
@@ -186,7 +186,7 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 	}
 	// The page's script opens the section the address names once it runs:
 	// wait for it rather than read the state the parser left.
-	if !other.waitJS2(`document.getElementById("settings").open && document.getElementById("set-managed").checked && document.getElementById("set-enable").checked`) {
+	if !other.waitJS2(`!document.getElementById("settings").hidden && document.getElementById("set-managed").checked && document.getElementById("set-enable").checked`) {
 		t.Error("the reloaded settings are not open with the saved flags")
 	}
 

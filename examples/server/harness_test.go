@@ -321,6 +321,9 @@ func (e *tenv) do(t testing.TB, c call) *resp {
 			t.Errorf("%s %s: the response (%d) does not match the document: %v\n%s", c.method, c.path, res.StatusCode, err, rb)
 		}
 	}
+	if strings.HasPrefix(c.path, "/api/") {
+		checkMessages(t, c.method+" "+c.path, rb)
+	}
 	return &resp{status: res.StatusCode, header: res.Header, body: rb}
 }
 

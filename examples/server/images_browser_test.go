@@ -94,13 +94,13 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 		body: map[string]any{"name": "narrowbox", "driver": "fake-narrow"}}).decode(t, &nv)
 	admin, page, ts := imagesPage(t, e)
 
-	admin.do("open the narrow environment", chromedp.Navigate(page+"?edit="+nv.ID), chromedp.WaitVisible(chromedp.ID("images-panel")))
+	admin.do("open the narrow environment", chromedp.Navigate(page+"?edit="+nv.ID+"#images"), chromedp.WaitVisible(chromedp.ID("images-panel")))
 	if s := admin.text("#no-capture"); !strings.Contains(s, "no template capture") || admin.count("#images button") != 0 {
 		t.Errorf("the narrow driver's images panel: %q, %d buttons", s, admin.count("#images button"))
 	}
 	screenshot(t, admin.ctx, "img-01-no-capture")
 
-	admin.do("open the environment", chromedp.Navigate(page+"?edit="+env.ID), chromedp.WaitVisible(chromedp.ID("setup-form")))
+	admin.do("open the environment", chromedp.Navigate(page+"?edit="+env.ID+"#images"), chromedp.WaitVisible(chromedp.ID("setup-form")))
 	admin.waitText("#templates", "No templates yet.")
 	if admin.count("#term-xterm") != 0 || admin.count("#term-out") != 1 {
 		t.Fatal("without xterm the page does not offer the plain line terminal")
@@ -135,6 +135,7 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	if s := admin.text("#term-status"); !strings.Contains(s, "closes") && !strings.Contains(s, "ended") {
 		t.Errorf("after the capture the terminal status is %q", s)
 	}
+	admin.waitJS(`!document.getElementById("drift-note-relinked").hidden && document.getElementById("drift-note-detached").hidden`)
 	screenshot(t, admin.ctx, "img-03-promoted")
 	first := admin.text("#active-id")
 
@@ -185,7 +186,7 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	board := newTab(t, admin.ctx, chromedp.WithNewBrowserContext())
 	board.do("board member logs in", chromedp.Navigate(ts.URL+"/login"), chromedp.SendKeys(chromedp.ID("token"), tokBoard),
 		chromedp.Submit(chromedp.ID("token")), chromedp.WaitVisible(chromedp.CSS(`a[href="`+envPagePath+`"]`)),
-		chromedp.Navigate(page+"?edit="+env.ID), chromedp.WaitVisible(chromedp.ID("images-panel")))
+		chromedp.Navigate(page+"?edit="+env.ID+"#images"), chromedp.WaitVisible(chromedp.ID("images-panel")))
 	board.waitText("#templates .tpl-state", "revoked")
 	board.waitText("#template-history", "rollback")
 	board.waitText("#session-state", "cancelled")
@@ -220,7 +221,7 @@ func TestImagesOnDockerInABrowser(t *testing.T) {
 		body: map[string]any{"name": "imgbox", "driver": "docker", "config": map[string]any{"image": img.Ref, "network": "none", "labels": map[string]string{"test.berth/page": mark}}}}).decode(t, &box)
 	admin, page, _ := imagesPage(t, e)
 
-	admin.do("open the environment", chromedp.Navigate(page+"?edit="+box.ID), chromedp.WaitVisible(chromedp.ID("setup-interactive")))
+	admin.do("open the environment", chromedp.Navigate(page+"?edit="+box.ID+"#images"), chromedp.WaitVisible(chromedp.ID("setup-interactive")))
 	admin.waitText("#templates", "No templates yet.")
 	admin.do("an interactive setup", chromedp.SendKeys(chromedp.ID("setup-name"), "typed"), chromedp.Click(chromedp.ID("setup-interactive")))
 	admin.waitText("#session-state", "waiting for you")
@@ -251,6 +252,10 @@ func TestImagesOnDockerInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(`location.search.includes("saved=")`)
 	admin.waitText("#drift", "detached")
-	admin.do("the saved page", chromedp.WaitVisible(chromedp.ID("images-panel")))
+	admin.do("the saved page", chromedp.Click(chromedp.CSS(`nav.sections a[data-section="images"]`)), chromedp.WaitVisible(chromedp.ID("images-panel")),
+		chromedp.WaitVisible(chromedp.ID("drift-note-detached")))
+	if s := admin.text("#drift-note-detached"); !strings.Contains(s, "new leases use the image, not the template") {
+		t.Errorf("the detached drift's notice: %q", s)
+	}
 	screenshot(t, admin.ctx, "img-13-detached")
 }

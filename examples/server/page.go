@@ -160,6 +160,9 @@ type envPage struct {
 	Leases      []leaseRow
 
 	Can perms
+	// Admin: the principal is an instance administrator, who also gets
+	// the Sessions page.
+	Admin bool
 	// XTerm: the server serves Debian's libjs-xterm under /xterm/ (else
 	// the terminal is a plain line terminal).
 	XTerm bool
@@ -177,7 +180,7 @@ type driverRow struct {
 	Available  bool
 	Reason     string // the library's whole error, on hover
 	Short      string // one short sentence
-	Caps       []string
+	Caps       []capRow
 	Limits     []string
 	Health     []healthRow
 }
@@ -198,8 +201,22 @@ type envRow struct {
 	Local                         bool
 	Archived                      bool
 	Health                        bool // the driver measures provider health
-	Updated                       when
-	Selected                      bool
+	// NoRunner: its driver (with its config) cannot host berth's runner,
+	// so the run form offers it disabled, with that reason.
+	NoRunner bool
+	Updated  when
+	Selected bool
+}
+
+// Tone is the colour of the row's state badge: ok, bad or muted.
+func (r envRow) Tone() string {
+	switch {
+	case r.Archived:
+		return "muted"
+	case r.Unavailable != "":
+		return "bad"
+	}
+	return "ok"
 }
 
 type bindingRow struct {
@@ -229,7 +246,7 @@ type editor struct {
 	Metadata    string // its metadata, KEY=VALUE per line
 	SecretEnv   string // the label of the driver's secret env map field, if any
 	Fields      []fieldRow
-	Caps        []string
+	Caps        []capRow
 	Limits      []string
 	Isolation   string // the level the driver declares for the config
 	Require     string // the environment's requireIsolation, "" for none
@@ -237,7 +254,11 @@ type editor struct {
 	Short       string // Unavailable in one short sentence
 	Qual        *qualRow
 	Template    string // the active template and its drift, or ""
-	Images      *imagesRow
+	// Saved is the revision a save from this page just wrote (the
+	// address's saved=N while it is still the environment's revision),
+	// shown until the next edit; 0 for none.
+	Saved  int64
+	Images *imagesRow
 }
 
 // imagesRow is the images panel of a saved environment (UI-4): what its
@@ -266,10 +287,16 @@ type fieldRow struct {
 	Name, Label, Kind, Type, Doc string
 	Help                         string // the doc and the default, as sentences
 	Required                     bool
-	Default                      string
-	Enum                         []string
-	Value                        string // the current value in the form's text form
-	Checked                      bool   // a boolean's current value
+	// Advanced: the schema marks the field as seldom changed, so the
+	// editor shows it in its Advanced group (never a required one).
+	Advanced bool
+	// Set: an advanced field holds a value other than its default, so
+	// the Advanced group opens to show it.
+	Set     bool
+	Default string
+	Enum    []string
+	Value   string // the current value in the form's text form
+	Checked bool   // a boolean's current value
 	// A secret field holding a reference shows "set (version N)"; its
 	// reference (never a value) goes back unchanged unless replaced.
 	SecretSet     bool
@@ -330,7 +357,7 @@ func (s *server) allowed(ctx context.Context, p authz.Principal, a authz.Action,
 func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Request) (*envPage, error) {
 	now := s.now()
 	q := r.URL.Query()
-	pg := &envPage{Who: p.String(), Companies: p.Companies, XTerm: s.xtermDir != ""}
+	pg := &envPage{Who: p.String(), Companies: p.Companies, XTerm: s.xtermDir != "", Admin: p.Role == authz.RoleInstanceAdmin}
 	pg.Company = strings.TrimSpace(q.Get("company"))
 	if len(p.Companies) > 0 && !slices.Contains(p.Companies, pg.Company) {
 		pg.Company = p.Companies[0]
@@ -410,6 +437,13 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 		if v.Unavailable != "" {
 			row.Short = shortReason(v.Unavailable, st, hostDriver[v.Driver], v.Health, now)
 		}
+		if drv := s.driver(v.Driver); drv != nil {
+			eff := drivers.Effective(drv, 0)
+			if v.Config != nil {
+				eff = drivers.Effective(drv, drivers.ConfigNarrowing(drv, v.Config))
+			}
+			row.NoRunner = !eff.Has(drivers.CapRunnerIngress)
+		}
 		pg.Envs = append(pg.Envs, row)
 	}
 
@@ -420,6 +454,9 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 			return nil, err
 		}
 		pg.Editor = s.editorOf(ctx, p, v, pg.Company, now)
+		if n, err := strconv.ParseInt(q.Get("saved"), 10, 64); err == nil && n == v.Revision {
+			pg.Editor.Saved = n
+		}
 		if v.Unavailable != "" {
 			pg.Editor.Short = shortReason(v.Unavailable, st, hostDriver[v.Driver], v.Health, now)
 		}
@@ -481,7 +518,7 @@ func shortReason(full string, st instance.Settings, host bool, h *environment.He
 	case host && st.ManagedSandboxOnly:
 		return "Host targets are off: this instance allows managed sandboxes only."
 	case h != nil && h.Status == environment.HealthUnavailable && h.CheckedAt != nil:
-		return "The provider was unreachable when last checked, " + whenOf(*h.CheckedAt, now).Ago + "."
+		return providerSentence(h, now)
 	}
 	s := strings.TrimSpace(full)
 	for _, tail := range []string{": " + drivers.ErrUnavailable.Error(), ": " + drivers.ErrUnsupported.Error()} {
@@ -497,11 +534,56 @@ func shortReason(full string, st instance.Settings, host bool, h *environment.He
 	return s
 }
 
-// capNames lists the capabilities of set by name.
-func capNames(set drivers.Set) []string {
-	var out []string
+// providerSentence says why a provider last measured unavailable was, by
+// the measurement's reason code: refused credentials are not an
+// unreachable provider.
+func providerSentence(h *environment.HealthView, now time.Time) string {
+	at := ", " + whenOf(*h.CheckedAt, now).Ago + "."
+	who := "The provider"
+	if h.Endpoint != "" {
+		who += " at " + h.Endpoint
+	}
+	switch h.Code {
+	case "auth_failed":
+		return who + " refused the credentials when last checked" + at + " Check the API key and its organization, then Check provider again."
+	case "host_key_mismatch", "host_key_unknown", "tls_unverified":
+		return who + " could not be verified when last checked (" + h.Code + ")" + at
+	case "timeout":
+		return who + " did not answer in time when last checked" + at
+	case "unreachable", "provider_unavailable", "":
+		return who + " was unreachable when last checked" + at
+	}
+	return who + " was unavailable when last checked (" + h.Code + ")" + at
+}
+
+// capRow is a capability as the page shows it: in words, with its
+// token (the API's name) beside them.
+type capRow struct{ Token, Words string }
+
+// capWords says what each capability lets an operator do.
+var capWords = map[drivers.Capability]string{
+	drivers.CapExec:            "runs commands",
+	drivers.CapStreamExec:      "streams their output",
+	drivers.CapReuse:           "reuses a sandbox across leases",
+	drivers.CapList:            "lists its sandboxes",
+	drivers.CapDestroyByID:     "cleans up a sandbox by its id",
+	drivers.CapImageIdentity:   "reports the image it ran",
+	drivers.CapTerminal:        "interactive terminal",
+	drivers.CapTemplateCapture: "captures templates",
+	drivers.CapTemplateDelete:  "deletes templates",
+	drivers.CapRunnerIngress:   "hosts berth's runner",
+	drivers.CapFiles:           "reads and downloads files",
+}
+
+// capNames lists the capabilities of set, in words with their tokens.
+func capNames(set drivers.Set) []capRow {
+	var out []capRow
 	for _, c := range set.List() {
-		out = append(out, c.String())
+		w := capWords[c]
+		if w == "" {
+			w = strings.ReplaceAll(c.String(), "_", " ")
+		}
+		out = append(out, capRow{Token: c.String(), Words: w})
 	}
 	return out
 }
@@ -625,7 +707,7 @@ func fieldsOf(sc *config.Schema, cfg config.Config) []fieldRow {
 	var out []fieldRow
 	for _, f := range sc.Fields {
 		row := fieldRow{Name: f.Name, Label: strings.ReplaceAll(f.Name, "_", " "), Kind: f.Kind.String(), Type: typeWord(f.Type),
-			Doc: f.Doc, Required: f.Required, Enum: f.Enum}
+			Doc: f.Doc, Required: f.Required, Enum: f.Enum, Advanced: f.Advanced && !f.Required}
 		row.Help = strings.TrimSpace(f.Doc)
 		if row.Help != "" && !strings.HasSuffix(row.Help, ".") && !strings.HasSuffix(row.Help, ")") {
 			row.Help += "."
@@ -658,7 +740,36 @@ func fieldsOf(sc *config.Schema, cfg config.Config) []fieldRow {
 		case present:
 			row.Value = textOf(v)
 		}
+		row.Set = row.SecretSet || len(row.SecretKeys) > 0 || (row.Value != "" && row.Value != row.Default) ||
+			(f.Type == config.TypeBool && present && row.Checked != (f.Default == true))
 		out = append(out, row)
+	}
+	return out
+}
+
+// Basic lists the editor's fields shown first.
+func (e *editor) Basic() []fieldRow { return e.fieldsWhere(false) }
+
+// Advanced lists the fields of the editor's Advanced group.
+func (e *editor) Advanced() []fieldRow { return e.fieldsWhere(true) }
+
+// AdvancedSet reports whether an advanced field holds a value other than
+// its default (the group is then open, to show it).
+func (e *editor) AdvancedSet() bool {
+	for _, f := range e.Fields {
+		if f.Advanced && f.Set {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *editor) fieldsWhere(advanced bool) []fieldRow {
+	var out []fieldRow
+	for _, f := range e.Fields {
+		if f.Advanced == advanced {
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -318,7 +318,7 @@ func TestAdminListsAndRevokesSessions(t *testing.T) {
 	e.must(t, http.StatusNotFound, call{method: "DELETE", path: "/api/v1/sessions/" + bobID, token: tokAdmin})
 	// The page lists them for the admin.
 	page := e.must(t, http.StatusOK, call{method: "GET", path: sessionsPagePath, cookie: admin})
-	if !strings.Contains(string(page.body), `<td>instance_admin</td>`) || !strings.Contains(string(page.body), `<td>link</td>`) {
+	if !strings.Contains(string(page.body), `>instance_admin</td>`) || !strings.Contains(string(page.body), `>link</td>`) {
 		t.Errorf("the sessions page:\n%s", page.body)
 	}
 	e.must(t, http.StatusForbidden, call{method: "GET", path: sessionsPagePath, cookie: sessionCookieOf(t, e.loginResp(t, tokBoard))})

@@ -45,6 +45,55 @@
 
   function setText(el, text) { if (el) el.textContent = text; }
 
+  // details is a "Details" disclosure holding the technical detail
+  // behind a sentence (the error chain, a probe's stages): closed, its
+  // summary reached by Tab and opened by Enter, its text selectable, and
+  // a Copy button.
+  function details(text) {
+    const d = document.createElement("details");
+    d.className = "more";
+    const s = document.createElement("summary");
+    s.textContent = "Details";
+    const pre = document.createElement("pre");
+    pre.className = "detail";
+    pre.textContent = text;
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "copy";
+    copy.textContent = "Copy";
+    copy.addEventListener("click", async function () {
+      try {
+        await navigator.clipboard.writeText(text);
+        copy.textContent = "Copied";
+      } catch (e) {
+        const r = document.createRange();
+        r.selectNodeContents(pre);
+        const sel = window.getSelection();
+        sel.removeAllRanges();
+        sel.addRange(r);
+        copy.textContent = "Selected: press Ctrl+C to copy";
+      }
+    });
+    d.append(s, pre, copy);
+    return d;
+  }
+
+  // sentence is a span of class cls holding text.
+  function sentence(cls, text) {
+    const s = document.createElement("span");
+    s.className = cls;
+    s.textContent = text;
+    return s;
+  }
+
+  // showFailure puts an API error where its action was taken: its one
+  // sentence, and its detail behind "Details".
+  function showFailure(el, prefix, e) {
+    const parts = [sentence("sentence", prefix + errLine(e))];
+    if (e.detail && e.detail !== e.message) parts.push(details(e.detail));
+    el.replaceChildren.apply(el, parts);
+  }
+
   function companyPath(rest) { return "/api/v1/companies/" + encodeURIComponent(company) + rest; }
 
   function pageURL(params) {
@@ -55,8 +104,29 @@
     return u.toString();
   }
 
-  // ---- collapsible sections: each tab keeps what it opened across
-  // reloads; a link to a section (#settings) opens it ----
+  // ---- sections: the address names the one shown (#images, #runs,
+  // …; none: Environments); a link to an element in a section (#drivers)
+  // shows that section and opens the element's disclosure. Without the
+  // script every section shows, one after another. ----
+  const sections = Array.from(document.querySelectorAll("main > section.tab"));
+  const navLinks = Array.from(document.querySelectorAll("nav.sections a[data-section]"));
+  const companyForm = document.getElementById("company-form");
+  function showSection() {
+    const id = window.location.hash.slice(1);
+    const el = id ? document.getElementById(id) : null;
+    let sec = el ? el.closest("main > section.tab") : null;
+    if (!sec) sec = document.getElementById("environments");
+    if (!sec) return;
+    sections.forEach(function (s) { s.hidden = s !== sec; });
+    navLinks.forEach(function (a) {
+      if (a.dataset.section === sec.id) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    });
+    // Switching company keeps the section.
+    if (companyForm) companyForm.setAttribute("action", "#" + sec.id);
+    const d = el && el.closest("details");
+    if (d) d.open = true;
+  }
   document.querySelectorAll("details[data-keep]").forEach(function (d) {
     const k = "berth.open." + d.id;
     let v = null;
@@ -66,14 +136,8 @@
       try { window.sessionStorage.setItem(k, d.open ? "1" : "0"); } catch (e) { /* storage off: not kept */ }
     });
   });
-  function openTarget() {
-    const id = window.location.hash.slice(1);
-    const el = id && document.getElementById(id);
-    const d = el && el.closest("details");
-    if (d) d.open = true;
-  }
-  window.addEventListener("hashchange", openTarget);
-  openTarget();
+  window.addEventListener("hashchange", showSection);
+  showSection();
 
   // ---- the editor (UI-1) ----
   const form = document.getElementById("editor");
@@ -121,6 +185,13 @@
       ev.preventDefault();
       save();
     });
+    // "Saved — revision N" stays until the next edit.
+    const clearSaved = function () {
+      const b = document.getElementById("saved-badge");
+      if (b) b.remove();
+    };
+    form.addEventListener("input", clearSaved);
+    form.addEventListener("click", function (ev) { if (ev.target.closest("button.replace, button.clear, button.remove-key")) clearSaved(); });
   }
 
   function lines(v) {
@@ -203,14 +274,19 @@
     if (slot) {
       const f = slot.closest(".field");
       const missing = e.reason === "missing_credentials" ? "missing credentials: " : "";
-      slot.textContent = missing + errLine(e);
-      slot.title = e.detail || "";
-      const input = f && f.querySelector("input, textarea, select");
+      showFailure(slot, missing, e);
+      const input = f && f.querySelector("input:not([hidden]), textarea:not([hidden]), select");
       if (input) input.setAttribute("aria-invalid", "true");
+      // The field's group opens, and the focus goes to the field.
+      const adv = slot.closest("details");
+      if (adv) adv.open = true;
+      const target = input || (f && f.querySelector("button, input, textarea, select"));
+      if (target) target.focus();
     } else {
-      fe.textContent = errLine(e);
-      fe.title = e.detail || "";
+      showFailure(fe, "", e);
       fe.hidden = false;
+      fe.setAttribute("tabindex", "-1");
+      fe.focus();
     }
   }
 
@@ -310,28 +386,27 @@
       b.disabled = false;
       if (res.status !== 200) {
         out.className = "result failed";
-        const e = errOf(res);
-        setText(out, "Test failed: " + errLine(e));
+        showFailure(out, "Test failed: ", errOf(res));
         return;
       }
       const r = res.body;
       const q = r.qualificationDiagnostic;
       const qual = r.platformQualificationRecorded ? "qualification recorded"
         : "no qualification recorded" + (q ? ": " + q.message + " (" + q.code + ")" : "");
-      // Three parts apart: the connection (one sentence, the summary on
-      // hover), the qualification, and what the probe did not validate.
-      const part = function (cls, text) {
-        const s = document.createElement("span");
-        s.className = cls;
-        s.textContent = text;
-        return s;
-      };
+      // Apart: the connection in one sentence, the qualification on its
+      // own line, what the probe did not validate, and the summary and
+      // each stage behind "Details".
       const conn = r.ok
-        ? part("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
-        : part("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
-      conn.title = r.summary;
-      const parts = [conn, " ", part("probe-qualification", qual + ".")];
-      if (r.notValidated) parts.push(" ", part("probe-not-validated", r.notValidated));
+        ? sentence("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
+        : sentence("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
+      const parts = [conn, " ", sentence("probe-qualification", qual + ".")];
+      if (r.notValidated) parts.push(" ", sentence("probe-not-validated", r.notValidated));
+      const lines = [r.summary || ""];
+      (r.stages || []).forEach(function (st) {
+        lines.push(st.name + ": " + (st.skipped ? "skipped" : st.ok ? "ok" : "failed") + (st.error ? ": " + st.error : ""));
+      });
+      if (q && q.detail) lines.push("qualification: " + q.detail);
+      parts.push(details(lines.join("\n")));
       out.className = r.ok ? "result ok" : "result failed";
       out.replaceChildren.apply(out, parts);
     });
@@ -347,14 +422,15 @@
       const res = await api("POST", "/api/v1/environments/" + encodeURIComponent(id) + "/health");
       b.disabled = false;
       if (res.status !== 200) {
-        const e = errOf(res);
         out.className = "result failed";
-        setText(out, "Check failed: " + errLine(e));
+        showFailure(out, "Check failed: ", errOf(res));
         return;
       }
       const h = res.body;
       out.className = "result " + (h.status === "available" ? "ok" : "failed");
-      setText(out, "Provider " + (h.endpoint || "") + ": " + h.status + (h.reason ? " (" + h.reason + ")" : ""));
+      const said = [sentence("sentence", "Provider " + (h.endpoint || "") + ": " + h.status + ".")];
+      if (h.reason) said.push(details(h.reason));
+      out.replaceChildren.apply(out, said);
     });
   });
 
@@ -439,8 +515,7 @@
       const res = await api("DELETE", "/api/v1/environments/" + encodeURIComponent(pending.id), undefined,
         { "If-Match": '"' + pending.revision + '"' });
       if (res.status === 200) { window.location.href = pageURL({}); return; }
-      const e = errOf(res);
-      setText(document.getElementById("delete-status"), "Not deleted: " + errLine(e));
+      showFailure(document.getElementById("delete-status"), "Not deleted: ", errOf(res));
     });
   }
 
@@ -469,7 +544,7 @@
         st.append(a, " to see the saved settings, then change them again.");
         return;
       }
-      setText(st, "Not saved: " + errLine(e));
+      showFailure(st, "Not saved: ", e);
     });
   }
 
@@ -486,8 +561,7 @@
       const res = await api("PUT", companyPath("/assignments/" + encodeURIComponent(kind) + "/" + encodeURIComponent(key)),
         { environmentId: document.getElementById("bind-env").value }, { "If-Match": "*" });
       if (res.status === 200) { window.location.reload(); return; }
-      const e = errOf(res);
-      setText(st, "Not assigned: " + errLine(e));
+      showFailure(st, "Not assigned: ", errOf(res));
     });
   }
   const rform = document.getElementById("resolve-form");
@@ -503,8 +577,7 @@
       });
       const res = await api("POST", companyPath("/resolve"), body);
       if (res.status !== 200) {
-        const e = errOf(res);
-        setText(out, "No target: " + errLine(e));
+        showFailure(out, "No target: ", errOf(res));
         return;
       }
       const r = res.body;
@@ -568,8 +641,7 @@
   function filesError(e) {
     const el = document.getElementById("files-error");
     if (!el) return;
-    el.textContent = errLine(e);
-    el.title = e.detail || "";
+    showFailure(el, "", e);
     el.hidden = false;
   }
   // listDir fills ul with the entries of the directory path: a directory
@@ -765,8 +837,7 @@
       setText(document.getElementById("run-status"), "starting…");
       const res = await api("POST", companyPath("/runs"), body, { "Idempotency-Key": "page-" + Date.now() + "-" + Math.random() });
       if (res.status !== 202) {
-        const e = errOf(res);
-        errEl.textContent = errLine(e);
+        showFailure(errEl, "", errOf(res));
         errEl.hidden = false;
         setText(document.getElementById("run-status"), "not started");
         return;
@@ -821,6 +892,11 @@
       const d = document.getElementById("drift");
       d.dataset.drift = at ? at.drift : "none";
       setText(d, d.dataset.drift);
+      // What the drift means and what to do, beside it.
+      ["relinked", "detached"].forEach(function (k) {
+        const note = document.getElementById("drift-note-" + k);
+        if (note) note.hidden = d.dataset.drift !== k;
+      });
     }
 
     async function templateAction(id, verb, body) {

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/ssh"
+	"github.com/berthdev/berth/environment"
+)
+
+// The Test result where Test was pressed (issue 53 item 1), for the
+// Storybook states Test success, auth failure and reachability failure:
+// one sentence that names the cause and the target, the qualification
+// on its own line, and the probe's summary and stages behind a closed
+// "Details" disclosure that Tab reaches, Enter opens and Copy copies;
+// the row stays short (no wall of text in a narrow column) at 1280 and
+// 400 px.
+func TestTestResultInABrowser(t *testing.T) {
+	const key = "k-right-0123456789"
+	fk := fake.New(&fake.Options{APIKey: key})
+	fk.AddImage("registry.fake.test/team/app:v1")
+	e := newEnv(t, "sqlite", &envOpts{drivers: []drivers.Driver{fk, ssh.New(nil)}})
+	create := func(name, driver string, cfg map[string]any) string {
+		var v environment.View
+		e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
+			body: map[string]any{"name": name, "driver": driver, "config": cfg}}).decode(t, &v)
+		return v.ID
+	}
+	okID := create("floating", "fake", map[string]any{"api_key": key, "image": "registry.fake.test/team/app:v1"})
+	authID := create("bad-key", "fake", map[string]any{"api_key": "k-wrong-0123456789"})
+	// A closed port: listen, note the port, close.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := gossh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := gossh.NewSignerFromKey(priv)
+	goneID := create("gone", "ssh", map[string]any{"host": "127.0.0.1", "port": port, "user": "nobody",
+		"private_key": string(pem.EncodeToMemory(block)),
+		"known_hosts": []any{"[127.0.0.1]:" + strconv.Itoa(port) + " " + strings.TrimSpace(string(gossh.MarshalAuthorizedKey(signer.PublicKey())))}})
+	admin, page, _ := imagesPage(t, e)
+	admin.do("open the page", chromedp.Navigate(page+"?company=acme"), chromedp.WaitVisible(chromedp.ID("envs")))
+
+	type shown struct {
+		Sentence, Qualification, Details string
+		Open                             bool
+		RowHeight                        float64
+	}
+	read := func(id string) shown {
+		t.Helper()
+		s, err := chromedp.Run(admin.ctx, chromedp.Evaluate[shown](`(function () {
+			const out = document.getElementById("result-`+id+`");
+			const q = out.querySelector(".probe-qualification"), d = out.querySelector("details.more");
+			return {Sentence: (out.querySelector(".probe-connection, .sentence") || {}).textContent || "",
+				Qualification: q ? q.textContent : "", Details: d ? d.querySelector("pre").textContent : "", Open: d ? d.open : false,
+				RowHeight: out.closest("tr").getBoundingClientRect().height};
+		})()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	test := func(id, want string) shown {
+		t.Helper()
+		admin.do("test "+id, chromedp.Click(chromedp.CSS(`tr[data-env="`+id+`"] button.test`)))
+		admin.waitJS(`document.querySelector("#result-` + id + ` details.more") !== null`)
+		s := read(id)
+		if !strings.HasPrefix(s.Sentence, want) || strings.Count(strings.TrimSuffix(s.Sentence, "."), ". ") > 0 || len([]rune(s.Sentence)) > 260 {
+			t.Errorf("the Test result of %s reads %q, want one sentence starting %q", id, s.Sentence, want)
+		}
+		if s.Open || !strings.Contains(s.Details, "stage") && !strings.Contains(s.Details, ": ok") && !strings.Contains(s.Details, ": failed") {
+			t.Errorf("the Details of %s (open %v): %q", id, s.Open, s.Details)
+		}
+		if s.RowHeight > 260 {
+			t.Errorf("the row of %s is %.0f px high after its Test", id, s.RowHeight)
+		}
+		return s
+	}
+
+	// Test success: reached, the qualification apart ("not recorded":
+	// the image is a tag).
+	s := test(okID, "Reached ")
+	if !strings.HasPrefix(s.Qualification, "no qualification recorded") || !strings.Contains(s.Qualification, "registry.fake.test/team/app:v1") {
+		t.Errorf("the qualification line of the success: %q", s.Qualification)
+	}
+	screenshot(t, admin.ctx, "t01-test-success")
+	// Auth failure: the key is refused, said as such, naming the target.
+	s = test(authID, "Failed (auth_failed): ")
+	if !strings.Contains(strings.ToLower(s.Sentence), "rejected") && !strings.Contains(strings.ToLower(s.Sentence), "auth") {
+		t.Errorf("the auth failure does not say the key was refused: %q", s.Sentence)
+	}
+	screenshot(t, admin.ctx, "t02-auth-failure")
+	// Reachability failure: the closed port, named.
+	s = test(goneID, "Failed (unreachable): ")
+	if !strings.Contains(s.Sentence, "127.0.0.1:"+strconv.Itoa(port)) {
+		t.Errorf("the unreachable target is not named: %q", s.Sentence)
+	}
+	if !strings.Contains(s.Details, "refused") {
+		t.Errorf("the Details of the unreachable target do not hold the cause: %q", s.Details)
+	}
+	screenshot(t, admin.ctx, "t03-unreachable")
+
+	// Details by keyboard: Tab from the Test button reaches its summary,
+	// Enter opens it; Copy copies or selects the text.
+	admin.do("focus the Test button", chromedp.Focus(chromedp.CSS(`tr[data-env="`+goneID+`"] button.test`)))
+	for range 8 {
+		if tag, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[string](`document.activeElement.tagName`)); tag == "SUMMARY" {
+			break
+		}
+		admin.do("Tab", chromedp.KeyEvent(kb.Tab))
+	}
+	admin.do("open Details", chromedp.KeyEvent(kb.Enter))
+	admin.waitJS(`document.querySelector("#result-` + goneID + ` details.more").open`)
+	admin.do("copy", chromedp.Click(chromedp.CSS(`#result-`+goneID+` button.copy`)))
+	admin.waitJS(`document.querySelector("#result-` + goneID + ` button.copy").textContent !== "Copy"`)
+	screenshot(t, admin.ctx, "t04-details-open")
+	admin.do("narrow", chromedp.EmulateViewport(400, 900))
+	if w, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); len(w) == 2 && w[0] > w[1] {
+		t.Errorf("with Details open the page is %d px wide at %d px", w[0], w[1])
+	}
+	screenshot(t, admin.ctx, "t05-details-open-400")
+}
