@@ -51,14 +51,13 @@ func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*V
 	if d, err := c.reg.Lookup(env.Driver); err == nil && v.Unavailable == "" {
 		// CFG-9: the instance settings' refusal (a cached read); the
 		// record itself stays readable.
-		aerr := c.gate.admit(ctx, d, env.Config)
+		// A target below the minimum in force (issue 56) is marked with
+		// the refusal's sentence: its level, the minimum and the setting.
+		aerr := c.gate.admitTarget(ctx, "Environment "+labelOf(env), d, env.Config, env.RequireIsolation)
 		switch {
 		case errors.Is(aerr, instance.ErrEnvironmentsDisabled), errors.Is(aerr, instance.ErrManagedSandboxOnly),
 			errcode.ReasonOf(aerr) == reasonIsolationBelowMinimum:
 			v.Unavailable = aerr.Error()
-		case aerr == nil && drivers.IsolationOf(d, env.Config) < env.RequireIsolation:
-			short, _ := isolationRefusal(instance.Settings{}, "", d, env.Config, env.RequireIsolation)
-			v.Unavailable = short
 		case aerr != nil:
 			return nil, fmt.Errorf("environment %s: %w", labelOf(env), aerr)
 		}

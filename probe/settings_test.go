@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
@@ -20,9 +22,9 @@ import (
 // settingsWorld is newWorld whose catalog, assignments (and so lease
 // manager) and prober's gate read the instance settings of the returned
 // service.
-func settingsWorld(t *testing.T) (*world, *instance.Service) {
+func settingsWorld(t *testing.T, o worldOpts) (*world, *instance.Service) {
 	t.Helper()
-	w := newWorld(t, worldOpts{})
+	w := newWorld(t, o)
 	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
 	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	opts := &envhook.Options{TestMode: true, Settings: reader}
@@ -65,7 +67,7 @@ func (w *world) nothingLeased(t *testing.T, what string) {
 func TestProbeRefusedWhileEnvironmentsAreDisabled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	w, svc := settingsWorld(t)
+	w, svc := settingsWorld(t, worldOpts{})
 	v := w.create(t, "box", "")
 	updateSettings(t, svc, false, false)
 
@@ -100,7 +102,7 @@ func TestProbeRefusedWhileEnvironmentsAreDisabled(t *testing.T) {
 func TestProbeOfAHostTargetUnderManagedSandboxOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	w, svc := settingsWorld(t)
+	w, svc := settingsWorld(t, worldOpts{fake: &fake.Options{Isolation: drivers.IsolationContainer}})
 	host, err := w.cat.Create(ctx, admin, environment.CreateRequest{Name: "this host", Driver: "local", Config: map[string]any{"workdir": t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
