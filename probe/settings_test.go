@@ -137,3 +137,38 @@ func TestProbeOfAHostTargetUnderManagedSandboxOnly(t *testing.T) {
 		t.Errorf("Probe of the sandbox failed: %s %s", res.Code, res.Summary)
 	}
 }
+
+// Issue 56: managed-sandbox-only means a minimum of container, so a probe
+// of a sandbox target that declares no isolation (the fake's default),
+// saved or draft, fails at the resolve stage with isolation_below_minimum
+// before the provider is measured or anything leased, and the saved
+// probe's error names the environment and the setting.
+func TestProbeBelowTheManagedMinimum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w, svc := settingsWorld(t, worldOpts{})
+	box := w.create(t, "box", "")
+	updateSettings(t, svc, true, true)
+	for _, tc := range []struct {
+		what, target string
+		probe        func() (*Result, error)
+	}{
+		{"Probe of box", `Environment "box"`, func() (*Result, error) { return w.prober.Probe(ctx, admin, box.ID, Request{Company: "acme"}) }},
+		{"ProbeDraft of fake", "driver fake", func() (*Result, error) { return w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{}, Request{}) }},
+	} {
+		res, err := tc.probe()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		first, _ := (&run{res: res}).failedStage()
+		if res.OK || res.Code != reason.IsolationBelowMinimum || first.Name != stageResolve {
+			t.Errorf("%s = ok %v code %s at %s (%s); want isolation_below_minimum at resolve", tc.what, res.OK, res.Code, first.Name, first.Error)
+		}
+		for _, want := range []string{tc.target, "minimum container", "enableManagedSandboxOnly"} {
+			if !strings.Contains(first.Error, want) {
+				t.Errorf("%s: %q does not say %q", tc.what, first.Error, want)
+			}
+		}
+	}
+	w.nothingLeased(t, "probes below the minimum")
+}
