@@ -62,6 +62,10 @@ func TestSettingsCommands(t *testing.T) {
 			t.Errorf("drivers under managed-sandbox-only refuses the fake: %s", line)
 		}
 	}
+	// The listings mark it: the fake's driver row at its defaults, the
+	// box's row with its level and the reason.
+	wantContains(t, "drivers under managed-sandbox-only", c.ok("drivers"), "none (isolation none at its defaults is below the minimum container)")
+	wantContains(t, "env list under managed-sandbox-only", c.ok("env", "list"), "ISOLATION", "none", "below the minimum container")
 	if _, msg := c.fail("settings", "set"); !strings.Contains(msg, "--enable-environments") {
 		t.Errorf("set with no flag: %s", msg)
 	}
