@@ -20,6 +20,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/images"
 )
 
 // How commands are run so that they can be ended (docker exec has no kill):
@@ -66,6 +67,9 @@ type sandbox struct {
 	id       string
 	released atomic.Bool
 	runner   *runnerMounts // nil: made without AcquireRequest.Runner
+	// pinned is the identity Acquire proved for a pinned reference (see
+	// provenIdentity); zero otherwise (a tag, a resumed container).
+	pinned images.Identity
 
 	ingressMu sync.Mutex
 	ingress   *ingress // the open ingress, if any
