@@ -399,3 +399,22 @@ func TestPinnedIdentityWithoutCalls(t *testing.T) {
 		t.Errorf("proven identity %s, read from the engine %s, pinned %s", got, read, e.img.Ref)
 	}
 }
+
+// Under gVisor (issue 56) a lease makes the same 7 Engine API calls as
+// under runc: the check of the container's runtime reads the inspect that
+// waits for it to run, and the exec's exit is read once.
+func TestEngineCallsPerLeaseRunsc(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	requireRunsc(t, e)
+	p := startCallProxy(t, e.cli.DaemonHost())
+	cfg := e.config(e.img.Ref, map[string]any{"host": p.host, "runtime": "runsc", "network": "none"})
+	runLease(t, e.drv, cfg)
+	p.take()
+	for i := range 2 {
+		runLease(t, e.drv, cfg)
+		if got := shapes(p.take()); strings.Join(got, "\n") != strings.Join(wantLeaseCalls, "\n") {
+			t.Fatalf("runsc lease %d: %d Engine API calls %q, want %d %q", i+2, len(got), got, len(wantLeaseCalls), wantLeaseCalls)
+		}
+	}
+}
