@@ -32,8 +32,10 @@ type View struct {
 	// Unavailable, if not empty, says why the environment cannot be used as
 	// a target now (driver not registered, test driver outside test mode,
 	// environments disabled or managed-sandbox-only for a host driver by
-	// the instance settings (CFG-9), provider last measured unavailable;
-	// CAP-3). Reading it calls no provider.
+	// the instance settings (CFG-9), an isolation below the minimum in
+	// force (instance.Settings.Minimum or RequireIsolation: the refusal's
+	// sentence, isolation_below_minimum), provider last measured
+	// unavailable; CAP-3). Reading it calls no provider.
 	Unavailable string `json:"unavailable,omitempty"`
 	// Health is the provider health last measured for the endpoint the
 	// config addresses, with its time, or "not measured" (CAP-1, CAP-3);
