@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/berthdev/berth"
@@ -14,6 +15,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/reason"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
@@ -42,8 +44,9 @@ func TestSystemInstanceSettings(t *testing.T) {
 func systemSettingsOn(t *testing.T, url string) {
 	ctx := context.Background()
 	st := openStores(t, url)
-	fk := fake.New(nil)
-	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk, local.New(nil)}, TestMode: true, MemorySecrets: true})
+	fk := fake.New(&fake.Options{Isolation: drivers.IsolationContainer})
+	bare := fake.New(&fake.Options{Name: "bare"}) // a sandbox driver that declares no isolation
+	sys, err := berth.New(ctx, &berth.Options{Stores: st, Drivers: []drivers.Driver{fk, local.New(nil), bare}, TestMode: true, MemorySecrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +109,25 @@ func systemSettingsOn(t *testing.T, url string) {
 	res, err := sys.Prober().Probe(ctx, admin, host.ID, probe.Request{Company: "acme"})
 	if err != nil || res.OK || res.Code != reason.ManagedSandboxOnly {
 		t.Errorf("Probe of the host under managed-sandbox-only = %+v, %v; want code managed_sandbox_only", res, err)
+	}
+	// Issue 56: managed-sandbox-only means a container at least, so a
+	// sandbox driver that declares no isolation is refused too, with
+	// isolation_below_minimum, and nothing is allocated: no lease record
+	// in the host's store, no sandbox.
+	bareEnv, err := sys.Catalog().Create(ctx, admin, environment.CreateRequest{Name: "bare", Driver: "bare"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.Leases.ListLeases(ctx, lease.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Leases().Acquire(ctx, admin, lease.AcquireRequest{Company: "acme", EnvironmentID: bareEnv.ID}); errcode.ReasonOf(err) != "isolation_below_minimum" ||
+		!strings.Contains(errcode.MessageOf(err), "enableManagedSandboxOnly") {
+		t.Errorf("Acquire of the bare sandbox under managed-sandbox-only = %v (reason %q), want isolation_below_minimum naming enableManagedSandboxOnly", err, errcode.ReasonOf(err))
+	}
+	if after, err := st.Leases.ListLeases(ctx, lease.Filter{}); err != nil || len(after) != len(before) || len(fakectl.Of(bare).Sandboxes()) != 0 {
+		t.Errorf("the refused acquisition left %d lease records (was %d; %v) and %d sandboxes", len(after), len(before), err, len(fakectl.Of(bare).Sandboxes()))
 	}
 	h, err := sys.Leases().Acquire(ctx, admin, lease.AcquireRequest{Company: "acme", EnvironmentID: box.ID})
 	if err != nil {

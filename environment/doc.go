@@ -165,8 +165,9 @@
 // driver, allow managed sandboxes only (wrapping
 // instance.ErrEnvironmentsDisabled or instance.ErrManagedSandboxOnly), or
 // while the driver declares for the config less isolation
-// (drivers.IsolationOf) than the higher of the settings' MinimumIsolation
-// and the environment's RequireIsolation (the reason
+// (drivers.IsolationOf) than the highest of the settings' MinimumIsolation,
+// container under managed-sandbox-only, and the environment's
+// RequireIsolation (the reason
 // isolation_below_minimum, naming the target, its level and the minimum;
 // drafts against the settings' minimum).
 // Provider health

@@ -52,8 +52,8 @@ type Environment struct {
 	// RequireIsolation is the least isolation this environment's target
 	// must declare (drivers.IsolationOf on its config) to be acquired,
 	// probed or resolved, for every principal; the instance settings'
-	// MinimumIsolation applies as well, and the higher of the two is the
-	// minimum. A target below it is refused before anything is allocated,
+	// MinimumIsolation applies as well (container at least under
+	// enableManagedSandboxOnly), and the highest is the minimum. A target below it is refused before anything is allocated,
 	// with the reason isolation_below_minimum. drivers.IsolationNone, the
 	// zero value, requires nothing. A policy, not identity: changing it
 	// keeps the qualification.

@@ -23,8 +23,9 @@ import (
 // while they allow managed sandboxes only (instance.ErrManagedSandboxOnly,
 // the reason managed_sandbox_only; both also wrap drivers.ErrUnavailable),
 // one whose driver declares less isolation for its config than the
-// minimum in force (the instance's MinimumIsolation or the environment's
-// RequireIsolation, the higher: the reason isolation_below_minimum),
+// minimum in force (the highest of the instance's MinimumIsolation,
+// container under managed-sandbox-only, and the environment's
+// RequireIsolation: the reason isolation_below_minimum),
 // and an environment that is archived, whose driver is not
 // registered, is a test driver outside test mode or reports itself
 // unavailable (drivers.Available), whose provider endpoint was last
@@ -183,6 +184,17 @@ func (g *gate) driverStatus(name string) error {
 // through options.Settings and calls no provider; a failing read is
 // returned, never taken as "enabled".
 func (g *gate) admit(ctx context.Context, d drivers.Driver, cfg config.Config) error {
+	name := ""
+	if d != nil {
+		name = d.Name()
+	}
+	return g.admitTarget(ctx, "A draft of driver "+name, d, cfg, drivers.IsolationNone)
+}
+
+// admitTarget is admit for the target named target (its sentence's
+// subject) that requires require as well (an environment's
+// RequireIsolation).
+func (g *gate) admitTarget(ctx context.Context, target string, d drivers.Driver, cfg config.Config, require drivers.Isolation) error {
 	set, err := g.instanceSettings(ctx)
 	if err != nil {
 		return fmt.Errorf("environment: %w", err)
@@ -195,7 +207,7 @@ func (g *gate) admit(ctx context.Context, d drivers.Driver, cfg config.Config) e
 		return fmt.Errorf("%w: %w", err, drivers.ErrUnavailable)
 	}
 	if d != nil {
-		_, ierr := isolationRefusal(set, "A draft of driver "+name, d, cfg, drivers.IsolationNone)
+		_, ierr := isolationRefusal(set, target, d, cfg, require)
 		return ierr
 	}
 	return nil

@@ -63,6 +63,10 @@ func init() {
 	envhook.Admit = func(g any, ctx context.Context, d drivers.Driver, cfg map[string]any) error {
 		return g.(*gate).admit(ctx, d, cfg)
 	}
+	envhook.AdmitEnvironment = func(g any, ctx context.Context, d drivers.Driver, env any) error {
+		e := env.(*Environment)
+		return g.(*gate).admitTarget(ctx, "Environment "+labelOf(e), d, e.Config, e.RequireIsolation)
+	}
 	envhook.SourceFingerprint = func(env any, d drivers.Driver) string {
 		return env.(*Environment).sourceFingerprint(d)
 	}

@@ -24,15 +24,22 @@ func checkIsolation(label string, l drivers.Isolation) error {
 }
 
 // isolationRefusal returns nil when the level driver d declares for cfg
-// (drivers.IsolationOf, no I/O) meets the minimum in force: the higher of
-// the instance's MinimumIsolation and require (an environment's
-// RequireIsolation; none for a draft). Otherwise it returns an error with
+// (drivers.IsolationOf, no I/O) meets the minimum in force: the highest of
+// the instance's MinimumIsolation, container while the instance allows
+// managed sandboxes only (ManagedSandboxOnly), and require (an
+// environment's RequireIsolation; none for a draft). Otherwise it returns an error with
 // the reason isolation_below_minimum wrapping drivers.ErrUnavailable,
 // whose sentence names target (the environment or the draft's driver),
 // its level and the minimum, and which setting set it; short says the
 // same without the target, for an *Error that names it.
 func isolationRefusal(set instance.Settings, target string, d drivers.Driver, cfg config.Config, require drivers.Isolation) (short string, err error) {
-	minimum, by := set.MinimumIsolation, "the instance setting minimumIsolation"
+	minimum, by := set.Minimum(), "the instance setting minimumIsolation"
+	if minimum > set.MinimumIsolation {
+		// Managed sandboxes only means a container at least, for every
+		// target; a host driver is refused before this, by Admit, with
+		// its own reason (managed_sandbox_only).
+		by = "the instance setting enableManagedSandboxOnly"
+	}
 	if require > minimum {
 		minimum, by = require, "the environment's requireIsolation"
 	}

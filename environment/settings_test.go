@@ -26,6 +26,7 @@ type settingsFixture struct {
 	asg     *environment.Assignments
 	sandbox string
 	host    string
+	bare    string // a sandbox driver's that declares no isolation
 }
 
 func newSettingsFixture(t *testing.T) *settingsFixture {
@@ -33,21 +34,25 @@ func newSettingsFixture(t *testing.T) *settingsFixture {
 	ctx := context.Background()
 	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
 	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
-	reg := drivers.NewRegistry(fake.New(nil), local.New(nil))
+	reg := drivers.NewRegistry(fake.New(&fake.Options{Isolation: drivers.IsolationContainer}), local.New(nil),
+		fake.New(&fake.Options{Name: "bare"})) // a sandbox driver that declares no isolation
 	envs, bindings := environment.NewMemoryStore(), environment.NewMemoryBindingStore()
 	opts := &environment.Options{TestMode: true, Settings: reader}
 	f := &settingsFixture{svc: svc}
 	f.asg = environment.NewAssignments(bindings, envs, reg, opts)
 	f.cat = environment.NewCatalog(envs, reg, environment.NewMemorySecretStore(), f.asg, opts)
-	for name, driver := range map[string]string{"sandbox": "fake", "host": "local"} {
+	for name, driver := range map[string]string{"sandbox": "fake", "host": "local", "bare": "bare"} {
 		v, err := f.cat.Create(ctx, admin, environment.CreateRequest{Name: name, Driver: driver})
 		if err != nil {
 			t.Fatalf("Create(%s): %v", name, err)
 		}
-		if name == "sandbox" {
+		switch name {
+		case "sandbox":
 			f.sandbox = v.ID
-		} else {
+		case "host":
 			f.host = v.ID
+		default:
+			f.bare = v.ID
 		}
 	}
 	for _, b := range []environment.SetBinding{
@@ -145,7 +150,7 @@ func TestDisabledEnvironmentsRefuseResolutionAndLeases(t *testing.T) {
 
 	// Catalog reads and edits, and binding edits, go on.
 	vs, err := f.cat.List(ctx, board, environment.ListFilter{})
-	if err != nil || len(vs) != 2 {
+	if err != nil || len(vs) != 3 {
 		t.Fatalf("List = %d views, %v", len(vs), err)
 	}
 	for _, v := range vs {
@@ -229,6 +234,80 @@ func TestManagedSandboxOnlyRefusesHostDrivers(t *testing.T) {
 	desc := "still editable"
 	if _, err := f.cat.Update(ctx, admin, f.host, environment.UpdateRequest{BaseRevision: 1, Description: &desc}); err != nil {
 		t.Errorf("Update(host): %v", err)
+	}
+}
+
+// Issue 56, item 4: managed-sandbox-only means a minimum isolation of
+// container for every principal. A sandbox driver that declares none is
+// refused wherever the gate decides (resolution, lease targets, drafts,
+// the view) with isolation_below_minimum naming the target, its level,
+// the minimum and enableManagedSandboxOnly, while a host driver keeps
+// its own reason (managed_sandbox_only); with minimumIsolation gvisor as
+// well, the stronger minimum is in force and names its setting.
+func TestManagedSandboxOnlyMeansContainer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newSettingsFixture(t)
+	if _, err := environment.Bind(f.asg, ctx, admin, environment.SetBinding{Kind: environment.BindingWorkspace, Key: "ws_bare", Company: "acme", EnvironmentID: f.bare}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.bare, Company: "acme"}); err != nil {
+		t.Fatalf("LeaseTarget(bare) before the setting: %v", err)
+	}
+	f.set(t, true, true)
+	below := func(what string, err error, wants ...string) {
+		t.Helper()
+		if errcode.ReasonOf(err) != "isolation_below_minimum" || !errors.Is(err, drivers.ErrUnavailable) || errors.Is(err, instance.ErrManagedSandboxOnly) {
+			t.Errorf("%s = %v (reason %q), want isolation_below_minimum", what, err, errcode.ReasonOf(err))
+			return
+		}
+		for _, w := range wants {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", what, err, w)
+			}
+		}
+	}
+	_, err := f.asg.Resolve(ctx, admin, authz.Scope{Company: "acme", Workspace: "ws_bare"}, 0)
+	below("Resolve(bare scope)", err, "isolation none", "minimum container", "enableManagedSandboxOnly")
+	_, err = environment.LeaseTargetFor(f.asg, ctx, agent, environment.LeaseTargetRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws_bare"}})
+	below("LeaseTarget(bare scope) as an agent", err, `"bare"`, "isolation none", "minimum container", "enableManagedSandboxOnly")
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.bare, Company: "acme"})
+	below("LeaseTarget(bare)", err, `"bare"`, "isolation none", "minimum container", "enableManagedSandboxOnly")
+	below("AdmitDraft(bare)", f.asg.AdmitDraft(ctx, admin, "bare", "acme"), "driver bare", "enableManagedSandboxOnly")
+	v, err := f.cat.Get(ctx, board, f.bare)
+	if err != nil || !strings.Contains(v.Unavailable, "minimum container") || !strings.Contains(v.Unavailable, `Environment "bare"`) {
+		t.Errorf("Get(bare) = %q, %v; want marked below the minimum container", v.Unavailable, err)
+	}
+	// The host keeps managed_sandbox_only; the container sandbox goes on.
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
+	wantRefused(t, "LeaseTarget(host)", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.sandbox, Company: "acme"}); err != nil {
+		t.Errorf("LeaseTarget(sandbox, container): %v", err)
+	}
+
+	// The stronger minimum: gvisor set by minimumIsolation.
+	if _, err := f.svc.Update(ctx, admin, instance.AnyRevision, func(c *instance.Settings) error {
+		c.MinimumIsolation = drivers.IsolationGVisor
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.sandbox, Company: "acme"})
+	below("LeaseTarget(sandbox) under gvisor and managed-only", err, "isolation container", "minimum gvisor", "minimumIsolation")
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.bare, Company: "acme"})
+	below("LeaseTarget(bare) under gvisor and managed-only", err, "minimum gvisor", "minimumIsolation")
+	_, err = environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.host, Company: "acme"})
+	wantRefused(t, "LeaseTarget(host) under gvisor and managed-only", err, instance.ErrManagedSandboxOnly, "managed_sandbox_only")
+
+	// Managed-only off, minimum none: the bare sandbox is a target again.
+	if _, err := f.svc.Update(ctx, admin, instance.AnyRevision, func(c *instance.Settings) error {
+		c.MinimumIsolation, c.ManagedSandboxOnly = drivers.IsolationNone, false
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := environment.LeaseTargetFor(f.asg, ctx, admin, environment.LeaseTargetRequest{EnvironmentID: f.bare, Company: "acme"}); err != nil {
+		t.Errorf("LeaseTarget(bare) with both settings off: %v", err)
 	}
 }
 

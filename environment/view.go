@@ -32,8 +32,10 @@ type View struct {
 	// Unavailable, if not empty, says why the environment cannot be used as
 	// a target now (driver not registered, test driver outside test mode,
 	// environments disabled or managed-sandbox-only for a host driver by
-	// the instance settings (CFG-9), provider last measured unavailable;
-	// CAP-3). Reading it calls no provider.
+	// the instance settings (CFG-9), an isolation below the minimum in
+	// force (instance.Settings.Minimum or RequireIsolation: the refusal's
+	// sentence, isolation_below_minimum), provider last measured
+	// unavailable; CAP-3). Reading it calls no provider.
 	Unavailable string `json:"unavailable,omitempty"`
 	// Health is the provider health last measured for the endpoint the
 	// config addresses, with its time, or "not measured" (CAP-1, CAP-3);
@@ -51,14 +53,13 @@ func (c *Catalog) withHealth(ctx context.Context, v *View, env *Environment) (*V
 	if d, err := c.reg.Lookup(env.Driver); err == nil && v.Unavailable == "" {
 		// CFG-9: the instance settings' refusal (a cached read); the
 		// record itself stays readable.
-		aerr := c.gate.admit(ctx, d, env.Config)
+		// A target below the minimum in force (issue 56) is marked with
+		// the refusal's sentence: its level, the minimum and the setting.
+		aerr := c.gate.admitTarget(ctx, "Environment "+labelOf(env), d, env.Config, env.RequireIsolation)
 		switch {
 		case errors.Is(aerr, instance.ErrEnvironmentsDisabled), errors.Is(aerr, instance.ErrManagedSandboxOnly),
 			errcode.ReasonOf(aerr) == reasonIsolationBelowMinimum:
 			v.Unavailable = aerr.Error()
-		case aerr == nil && drivers.IsolationOf(d, env.Config) < env.RequireIsolation:
-			short, _ := isolationRefusal(instance.Settings{}, "", d, env.Config, env.RequireIsolation)
-			v.Unavailable = short
 		case aerr != nil:
 			return nil, fmt.Errorf("environment %s: %w", labelOf(env), aerr)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/instance/instancetest"
@@ -245,6 +246,32 @@ func TestAdmit(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), tc.mention) {
 			t.Errorf("%s: %q does not name %s", tc.name, err, tc.mention)
 		}
+	}
+}
+
+// Minimum is the stronger of minimumIsolation and the container that
+// managed-sandbox-only means (issue 56).
+func TestMinimumIsTheStrongerSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		managed bool
+		set     drivers.Isolation
+		want    drivers.Isolation
+	}{
+		{false, drivers.IsolationNone, drivers.IsolationNone},
+		{true, drivers.IsolationNone, drivers.IsolationContainer},
+		{false, drivers.IsolationContainer, drivers.IsolationContainer},
+		{true, drivers.IsolationContainer, drivers.IsolationContainer},
+		{true, drivers.IsolationGVisor, drivers.IsolationGVisor},
+		{false, drivers.IsolationMicroVM, drivers.IsolationMicroVM},
+	} {
+		s := instance.Settings{EnableEnvironments: true, ManagedSandboxOnly: tc.managed, MinimumIsolation: tc.set}
+		if got := s.Minimum(); got != tc.want {
+			t.Errorf("managed %v, minimumIsolation %s: Minimum() = %s, want %s", tc.managed, tc.set, got, tc.want)
+		}
+	}
+	if got := (instance.Settings{}).Minimum(); got != drivers.IsolationNone {
+		t.Errorf("zero Settings: Minimum() = %s, want none", got)
 	}
 }
 

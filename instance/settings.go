@@ -22,8 +22,13 @@ type Settings struct {
 	EnableEnvironments bool `json:"enableEnvironments"`
 	// ManagedSandboxOnly makes host drivers (drivers.KindHost: local, ssh)
 	// unavailable as targets, with the reason managed_sandbox_only
-	// (ErrManagedSandboxOnly); saved host environments stay readable.
-	// When no record was ever written it is false (Defaults).
+	// (ErrManagedSandboxOnly); saved host environments stay readable. It
+	// also means a minimum isolation of container for every target and
+	// principal, as MinimumIsolation container does: a sandbox driver
+	// that declares less for its config (one that declares no isolation)
+	// is refused with the reason isolation_below_minimum naming this
+	// setting; the stronger of the two minimums is in force. When no
+	// record was ever written it is false (Defaults).
 	ManagedSandboxOnly bool `json:"enableManagedSandboxOnly"`
 	// MinimumIsolation is the least isolation a target's driver must
 	// declare for its config (drivers.IsolationOf) to be a working target,
@@ -74,6 +79,17 @@ const (
 func Defaults() Settings {
 	return Settings{EnableEnvironments: true,
 		QuotaPerCompany: defaultQuotaPerCompany, QuotaPerCompanyEnvironment: defaultQuotaPerCompanyEnvironment}
+}
+
+// Minimum returns the least isolation every target must declare under s,
+// for every principal: the stronger of MinimumIsolation and, while
+// ManagedSandboxOnly is on, drivers.IsolationContainer. The zero Settings
+// give drivers.IsolationNone, no minimum. It is pure: no I/O.
+func (s Settings) Minimum() drivers.Isolation {
+	if s.ManagedSandboxOnly && s.MinimumIsolation < drivers.IsolationContainer {
+		return drivers.IsolationContainer
+	}
+	return s.MinimumIsolation
 }
 
 // reasonManagedSandboxOnly is the reason a host driver is unavailable while

@@ -105,3 +105,51 @@ func TestIsolationBelowMinimumAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 56, item 4: managed-sandbox-only means a minimum of container for
+// every principal: a sandbox driver that declares no isolation (the fake's
+// default) is refused by id, through a scope and as a draft with
+// isolation_below_minimum naming enableManagedSandboxOnly, before
+// anything is allocated (no lease record, no call of the driver); once
+// the setting is off it is leased.
+//
+// Requirements: ISO-3, CFG-9.
+func TestManagedSandboxOnlyRefusesSandboxesBelowContainer(t *testing.T) {
+	t.Parallel()
+	bg := context.Background()
+	w := newWorld(t, worldOpts{}) // the fake declares isolation none
+	svc := withSettings(w)
+	if _, err := w.asg.Set(bg, op, environment.Binding{BindingRef: environment.BindingRef{Kind: environment.BindingInstanceDefault}, EnvironmentID: w.env.ID}, 0); err != nil {
+		t.Fatal(err)
+	}
+	setSettings(t, svc, true, true)
+	agent := authz.Principal{ID: "agent-1", Role: authz.RoleAgent, Companies: []string{"acme"}}
+	calls := fakectl.Of(w.fk).TotalCalls()
+	for _, tc := range []struct {
+		name string
+		p    authz.Principal
+		req  lease.AcquireRequest
+	}{
+		{"by id", op, w.req(lease.Ephemeral, "run-1")},
+		{"reusable by id", op, w.req(lease.ReuseByWorkspace, "")},
+		{"through a scope", agent, lease.AcquireRequest{Scope: &authz.Scope{Company: "acme", Workspace: "ws"}}},
+		{"a draft", op, lease.Draft(lease.AcquireRequest{}, w.fk.Name(), w.env.Config)},
+	} {
+		h, err := w.m.Acquire(bg, tc.p, tc.req)
+		if h != nil || errcode.ReasonOf(err) != "isolation_below_minimum" || errors.Is(err, instance.ErrManagedSandboxOnly) || !errors.Is(err, drivers.ErrUnavailable) {
+			t.Errorf("Acquire %s = %v (reason %q), want isolation_below_minimum", tc.name, err, errcode.ReasonOf(err))
+			continue
+		}
+		if msg := errcode.MessageOf(err); !strings.Contains(msg, "isolation none") || !strings.Contains(msg, "minimum container") || !strings.Contains(msg, "enableManagedSandboxOnly") {
+			t.Errorf("Acquire %s: message %q does not name the level, the minimum and the setting", tc.name, msg)
+		}
+	}
+	if ls, err := w.store.ListLeases(bg, lease.Filter{}); err != nil || len(ls) != 0 || fakectl.Of(w.fk).TotalCalls() != calls {
+		t.Errorf("refused acquisitions left %d lease records (%v) and called the driver %d times", len(ls), err, fakectl.Of(w.fk).TotalCalls()-calls)
+	}
+	setSettings(t, svc, true, false)
+	h := w.acquire(lease.Ephemeral, "run-1")
+	if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
+		t.Fatal(err)
+	}
+}

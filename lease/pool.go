@@ -230,7 +230,7 @@ func (m *Manager) fill(ctx context.Context, env *environment.Environment, rep *P
 		if s.Admit(env.Driver, host) != nil {
 			return nil // no member while the settings refuse the target (CFG-9)
 		}
-		if declared < s.MinimumIsolation || declared < env.RequireIsolation {
+		if declared < s.Minimum() || declared < env.RequireIsolation {
 			return nil // nor while it isolates less than the minimum (isolation_below_minimum)
 		}
 	}

@@ -555,8 +555,18 @@ func TestPoolRefillHonoursInstanceSettings(t *testing.T) {
 	if rep := w.maintain(w.m); rep.Created != 0 || len(w.pooled()) != 0 {
 		t.Fatalf("refill below the minimum isolation: %+v, members %v; want none", rep, w.pooled())
 	}
+	// Nor under managed-sandbox-only, which means container.
 	if _, err := svc.Update(context.Background(), op, instance.AnyRevision, func(c *instance.Settings) error {
-		c.MinimumIsolation = drivers.IsolationNone
+		c.MinimumIsolation, c.ManagedSandboxOnly = drivers.IsolationNone, true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := w.maintain(w.m); rep.Created != 0 || len(w.pooled()) != 0 {
+		t.Fatalf("refill under managed-sandbox-only (isolation none): %+v, members %v; want none", rep, w.pooled())
+	}
+	if _, err := svc.Update(context.Background(), op, instance.AnyRevision, func(c *instance.Settings) error {
+		c.ManagedSandboxOnly = false
 		return nil
 	}); err != nil {
 		t.Fatal(err)

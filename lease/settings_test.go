@@ -8,6 +8,7 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
@@ -122,7 +123,7 @@ func TestDisabledEnvironmentsRefuseAcquisitionNotReleaseOrSweep(t *testing.T) {
 func TestManagedSandboxOnlyRefusesHostLeases(t *testing.T) {
 	t.Parallel()
 	bg := context.Background()
-	w := newWorld(t, worldOpts{})
+	w := newWorld(t, worldOpts{fake: &fake.Options{Isolation: drivers.IsolationContainer}})
 	w.reg = drivers.NewRegistry(w.fk, local.New(nil))
 	svc := withSettings(w)
 	host := &environment.Environment{ID: "env-host", Name: "host", Driver: "local", Status: environment.StatusActive, Revision: 1}

@@ -85,7 +85,7 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		r.res.Target = targetOf(d, e.Config)
 		// CFG-9, CAP-3: a host driver under managed-sandbox-only is
 		// refused before its provider is measured.
-		if err := envhook.Admit(p.gate, ctx, d, e.Config); err != nil {
+		if err := envhook.AdmitEnvironment(p.gate, ctx, d, e); err != nil {
 			return "", "", err
 		}
 		// CAP-3: measure the provider first (stored for every reader),

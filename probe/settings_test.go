@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
@@ -20,9 +22,9 @@ import (
 // settingsWorld is newWorld whose catalog, assignments (and so lease
 // manager) and prober's gate read the instance settings of the returned
 // service.
-func settingsWorld(t *testing.T) (*world, *instance.Service) {
+func settingsWorld(t *testing.T, o worldOpts) (*world, *instance.Service) {
 	t.Helper()
-	w := newWorld(t, worldOpts{})
+	w := newWorld(t, o)
 	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
 	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
 	opts := &envhook.Options{TestMode: true, Settings: reader}
@@ -65,7 +67,7 @@ func (w *world) nothingLeased(t *testing.T, what string) {
 func TestProbeRefusedWhileEnvironmentsAreDisabled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	w, svc := settingsWorld(t)
+	w, svc := settingsWorld(t, worldOpts{})
 	v := w.create(t, "box", "")
 	updateSettings(t, svc, false, false)
 
@@ -100,7 +102,7 @@ func TestProbeRefusedWhileEnvironmentsAreDisabled(t *testing.T) {
 func TestProbeOfAHostTargetUnderManagedSandboxOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	w, svc := settingsWorld(t)
+	w, svc := settingsWorld(t, worldOpts{fake: &fake.Options{Isolation: drivers.IsolationContainer}})
 	host, err := w.cat.Create(ctx, admin, environment.CreateRequest{Name: "this host", Driver: "local", Config: map[string]any{"workdir": t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
@@ -134,4 +136,39 @@ func TestProbeOfAHostTargetUnderManagedSandboxOnly(t *testing.T) {
 	if res := w.probe(t, box.ID, "acme"); !res.OK {
 		t.Errorf("Probe of the sandbox failed: %s %s", res.Code, res.Summary)
 	}
+}
+
+// Issue 56: managed-sandbox-only means a minimum of container, so a probe
+// of a sandbox target that declares no isolation (the fake's default),
+// saved or draft, fails at the resolve stage with isolation_below_minimum
+// before the provider is measured or anything leased, and the saved
+// probe's error names the environment and the setting.
+func TestProbeBelowTheManagedMinimum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w, svc := settingsWorld(t, worldOpts{})
+	box := w.create(t, "box", "")
+	updateSettings(t, svc, true, true)
+	for _, tc := range []struct {
+		what, target string
+		probe        func() (*Result, error)
+	}{
+		{"Probe of box", `Environment "box"`, func() (*Result, error) { return w.prober.Probe(ctx, admin, box.ID, Request{Company: "acme"}) }},
+		{"ProbeDraft of fake", "driver fake", func() (*Result, error) { return w.prober.ProbeDraft(ctx, admin, "fake", map[string]any{}, Request{}) }},
+	} {
+		res, err := tc.probe()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		first, _ := (&run{res: res}).failedStage()
+		if res.OK || res.Code != reason.IsolationBelowMinimum || first.Name != stageResolve {
+			t.Errorf("%s = ok %v code %s at %s (%s); want isolation_below_minimum at resolve", tc.what, res.OK, res.Code, first.Name, first.Error)
+		}
+		for _, want := range []string{tc.target, "minimum container", "enableManagedSandboxOnly"} {
+			if !strings.Contains(first.Error, want) {
+				t.Errorf("%s: %q does not say %q", tc.what, first.Error, want)
+			}
+		}
+	}
+	w.nothingLeased(t, "probes below the minimum")
 }

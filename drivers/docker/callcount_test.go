@@ -363,3 +363,58 @@ func TestCreateAnswerLost(t *testing.T) {
 	}
 	t.Logf("Acquire: %v; calls %q", err, calls)
 }
+
+// A sandbox acquired from a pinned reference reports its image identity
+// without an Engine API call (Acquire proved it: issue 56, a warm pool's
+// adoption), and it is the identity the engine reports for the same
+// container read afresh (a resumed handle inspects the container and the
+// image).
+func TestPinnedIdentityWithoutCalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startCallProxy(t, e.cli.DaemonHost())
+	cfg := e.config(e.img.Ref, map[string]any{"host": p.host})
+	ctx := context.Background()
+	sb := e.acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: "pinned"})
+	p.take()
+	got, err := sb.(drivers.ImageReporter).ImageIdentity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := p.take(); len(calls) != 0 {
+		t.Errorf("ImageIdentity of a pinned acquisition made Engine API calls %q, want none", calls)
+	}
+	resumed, err := e.drv.Resume(ctx, cfg, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := resumed.(drivers.ImageReporter).ImageIdentity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := shapes(p.take()); !contains(calls, "GET /containers/{id}/json") {
+		t.Errorf("a resumed handle's ImageIdentity did not read the engine: %q", calls)
+	}
+	if got != read || got.Digest() != strings.SplitN(e.img.Ref, "@", 2)[1] {
+		t.Errorf("proven identity %s, read from the engine %s, pinned %s", got, read, e.img.Ref)
+	}
+}
+
+// Under gVisor (issue 56) a lease makes the same 7 Engine API calls as
+// under runc: the check of the container's runtime reads the inspect that
+// waits for it to run, and the exec's exit is read once.
+func TestEngineCallsPerLeaseRunsc(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	requireRunsc(t, e)
+	p := startCallProxy(t, e.cli.DaemonHost())
+	cfg := e.config(e.img.Ref, map[string]any{"host": p.host, "runtime": "runsc", "network": "none"})
+	runLease(t, e.drv, cfg)
+	p.take()
+	for i := range 2 {
+		runLease(t, e.drv, cfg)
+		if got := shapes(p.take()); strings.Join(got, "\n") != strings.Join(wantLeaseCalls, "\n") {
+			t.Fatalf("runsc lease %d: %d Engine API calls %q, want %d %q", i+2, len(got), got, len(wantLeaseCalls), wantLeaseCalls)
+		}
+	}
+}

@@ -97,11 +97,13 @@
 // # Commands
 //
 // docker exec has no kill. Each command runs under a small sh wrapper that
-// starts it in its own session and process group (setsid, when the image
-// has it) with BERTH_EXEC_ID=<random id> in its environment, inherited by
-// every descendant. Cancellation runs a second exec that sends SIGKILL to
+// exports BERTH_EXEC_ID=<random id>, inherited by every descendant, and
+// execs the command in its own place: the engine starts each exec'd
+// process as the leader of its own session and process group, so the
+// command leads its group (no fork, no setsid: under gVisor each process
+// start is costly). Cancellation runs a second exec that sends SIGKILL to
 // every process carrying the marker and to the groups they lead, and repeats
-// until the engine reports the wrapper ended and no marked process is left;
+// until the engine reports the exec ended and no marked process is left;
 // Exec then returns an error wrapping the context's error. Process.Signal
 // sends other signals the same way. The image needs sh, grep and kill.
 // The kill execs of one container run one at a time: under gVisor

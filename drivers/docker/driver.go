@@ -337,6 +337,7 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		d.removeQuietly(cli, id, rm)
 		return nil, fmt.Errorf("docker %s: container %s runs image %s, not %s that %q resolved to; removed", cfg.host, id, ins.Image, imageID, cfg.image)
 	}
+	sb.pinned = provenIdentity(cfg, ins.Image)
 	d.log.Debug("docker: acquired", "host", cfg.host, "container", id, "image", cfg.image)
 	return sb, nil
 }

@@ -20,34 +20,33 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/images"
 )
 
 // How commands are run so that they can be ended (docker exec has no kill):
-// every command runs under a small sh wrapper that starts it, in its own
-// session and process group (setsid), with the environment variable
-// BERTH_EXEC_ID=<random id> that all its descendants inherit, and waits for
-// it, exiting with its status. Signals and cancellation run a second exec
-// that sends the signal to every process carrying the marker and to the
-// process group each of them leads; a cancellation repeats the kill until the
-// engine reports the wrapper ended and no marked process is left. The image
-// must provide sh, grep and kill (busybox, Debian, Alpine and most distros
-// do); setsid is used when present.
+// every command runs under a small sh wrapper that exports the
+// environment variable BERTH_EXEC_ID=<random id>, which all its
+// descendants inherit, and then execs it in its own place (same pid): the
+// engine starts every exec'd process as the leader of its own session and
+// process group (runc's nsexec calls setsid for each process it starts;
+// gVisor's runsc does the same), so the command leads its group without a
+// setsid of ours and without a shell left waiting for it. Signals and
+// cancellation run a second exec that sends the signal to every process
+// carrying the marker and to the process group each of them leads; a
+// cancellation repeats the kill until the engine reports the exec ended
+// and no marked process is left. The image must provide sh, grep and kill
+// (busybox, Debian, Alpine and most distros do).
 const (
 	markerEnv = "BERTH_EXEC_ID"
 
-	// wrapperScript: $1 is the marker id, the rest is argv. The wrapper
-	// itself does not carry the marker, so that a signal reaches the
-	// command and not the wrapper waiting for it. The command runs in the
-	// foreground: sh starts an asynchronous command with SIGINT and SIGQUIT
-	// ignored, which no trap can undo, and then those signals of
-	// driverkit.Signals would not end it. The final exit keeps sh from
-	// exec'ing the command in the wrapper's place (the forked child is no
-	// process group leader, so setsid does not fork again).
+	// wrapperScript: $1 is the marker id, the rest is argv, exec'd in
+	// the wrapper's place: no fork, no setsid and no waiting shell, which
+	// under gVisor (ptrace platform) cost about a third of an exec of
+	// "true" (each process start there is a round of ptrace stubs). A
+	// command argv[0] that is not found exits 127, as before.
 	wrapperScript = `id=$1; shift
-if command -v setsid >/dev/null 2>&1; then ` + markerEnv + `=$id setsid "$@"
-else ` + markerEnv + `=$id "$@"
-fi
-exit $?`
+export ` + markerEnv + `=$id
+exec "$@"`
 
 	// killScript: $1 is the signal, $2 the marker id. It prints how many
 	// marked processes it found.
@@ -68,6 +67,9 @@ type sandbox struct {
 	id       string
 	released atomic.Bool
 	runner   *runnerMounts // nil: made without AcquireRequest.Runner
+	// pinned is the identity Acquire proved for a pinned reference (see
+	// provenIdentity); zero otherwise (a tag, a resumed container).
+	pinned images.Identity
 
 	ingressMu sync.Mutex
 	ingress   *ingress // the open ingress, if any

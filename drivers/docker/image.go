@@ -199,9 +199,19 @@ func pullErr(cfg *settings, ref string, err error) error {
 // the container started reports the digest the container really runs, never
 // the tag's new one. A berth.local template reports its image ID. An image
 // without any repo digest (built or loaded locally) is an error.
+//
+// A sandbox Acquire made from a pinned reference reports the identity
+// Acquire proved without asking the engine again: Acquire's inspect showed
+// the container runs the image ID the pinned reference resolves to, a
+// container's image never changes, and a digest names one manifest and so
+// one image ID (provenIdentity). A warm pool's member is adopted without
+// two Engine API calls in the way of its first exec.
 func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 	if s.released.Load() {
 		return images.Identity{}, fmt.Errorf("docker: container %s: %w", s.id, drivers.ErrReleased)
+	}
+	if s.pinned != (images.Identity{}) {
+		return s.pinned, nil
 	}
 	ins, err := s.cli.ContainerInspect(ctx, s.id)
 	if err != nil {
@@ -217,6 +227,33 @@ func (s *sandbox) ImageIdentity(ctx context.Context) (images.Identity, error) {
 		return images.Identity{}, engineErr(s.cfg.host, "inspect image "+imageID, err)
 	}
 	return pickRepoDigest(img.RepoDigests, s.cfg.ref, imageID)
+}
+
+// provenIdentity returns the identity of a container that runs imageID,
+// the image ID the engine resolved cfg's pinned reference to (Acquire
+// checked the container's inspect against it): the configured digest in
+// the configured repository, which pickRepoDigest would choose among the
+// image's repo digests, or the image ID of a berth.local template. A
+// reference that is not pinned gives the zero Identity (a tag can move:
+// ImageIdentity asks the engine).
+func provenIdentity(cfg *settings, imageID string) images.Identity {
+	dig, ok := cfg.ref.(name.Digest)
+	if !ok {
+		return images.Identity{}
+	}
+	var (
+		id  images.Identity
+		err error
+	)
+	if isLocal(cfg.ref) {
+		id, err = images.DigestIdentity(cfg.ref.Context().Name(), imageID)
+	} else {
+		id, err = images.DigestIdentity(dig.Context().Name(), dig.DigestStr())
+	}
+	if err != nil {
+		return images.Identity{}
+	}
+	return id
 }
 
 // pickRepoDigest chooses the identity to report among an image's repo

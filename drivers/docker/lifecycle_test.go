@@ -88,6 +88,38 @@ func TestCancelledSleepLeavesNothingRunning(t *testing.T) {
 	})
 }
 
+// An exec'd command leads its own session and process group: the engine
+// makes each exec'd process a session leader and the wrapper execs the
+// command in its own place (no setsid of ours), so a cancellation's group
+// kill reaches a child that cleared its environment (no marker). Under
+// runc and runsc (issue 56: the wrapper that spares gVisor a fork).
+func TestExecLeadsItsProcessGroup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	forRuntimes(t, e, func(t *testing.T, overrides map[string]any) {
+		ctx := testCtx(t)
+		sb := e.acquire(ctx, e.config(e.img.Ref, overrides), drivers.AcquireRequest{})
+		// pid (comm) state ppid pgrp session ...
+		if f := strings.Fields(run(t, ctx, sb, "cat", "/proc/self/stat")); len(f) < 6 || f[1] != "(cat)" || f[4] != f[0] || f[5] != f[0] {
+			t.Fatalf("the exec'd command's stat %q: want it the leader of its process group and session", f)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Exec(cctx, drivers.Command{Argv: []string{"sh", "-c", "env -i sleep 306 & sleep 307"}})
+			done <- err
+		}()
+		waitSleeps(t, ctx, sb, 2)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Exec after cancel: err = %v, want context.Canceled", err)
+		}
+		if left := psSleeps(t, ctx, sb); len(left) != 0 {
+			t.Errorf("still running after cancel (the child without the marker was not in the command's group): %q", left)
+		}
+	})
+}
+
 // LEASE-9: a labelled container that no lease record owns is found by List
 // and removed by Destroy; a container berth did not make is neither listed
 // nor destroyed. LEASE-7: the destroy is confirmed, and a second one is

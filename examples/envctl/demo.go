@@ -179,6 +179,9 @@ func runDemo(ctx context.Context, g *globals, args []string) error {
 type driverRow struct {
 	drivers.DriverInfo
 	Health []environment.ProviderHealth `json:"health,omitempty"`
+	// BelowMinimum, if not empty, says that the driver's isolation at its
+	// defaults is below the instance's minimum (instance.Settings.Minimum).
+	BelowMinimum string `json:"belowMinimum,omitempty"`
 }
 
 // driverRows describes every registered driver as the catalog's gate sees
@@ -200,6 +203,11 @@ func driverRows(ctx context.Context, cat *environment.Catalog, p authz.Principal
 			info.Available, info.Reason, info.Effective = false, fmt.Errorf("%w: %w", err, drivers.ErrUnavailable).Error(), 0
 		}
 		row := driverRow{DriverInfo: info}
+		if m := set.Minimum(); info.Available && info.Isolation < m {
+			// Issue 56: a config may raise the level (Docker's runtime
+			// runsc); at its defaults this driver is refused.
+			row.BelowMinimum = fmt.Sprintf("isolation %s at its defaults is below the minimum %s", info.Isolation, m)
+		}
 		for _, h := range health {
 			if h.Driver == info.Name {
 				row.Health = append(row.Health, h)
@@ -220,7 +228,11 @@ func printDrivers(w io.Writer, rows []driverRow) error {
 		if !d.Available {
 			avail = "no: " + d.Reason
 		}
-		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\n", d.Name, d.Kind, d.Isolation, avail, strings.ReplaceAll(d.Effective.String(), ",", " "))
+		iso := d.Isolation.String()
+		if d.BelowMinimum != "" {
+			iso += " (" + d.BelowMinimum + ")"
+		}
+		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\n", d.Name, d.Kind, iso, avail, strings.ReplaceAll(d.Effective.String(), ",", " "))
 		for _, h := range d.Health {
 			state := "available"
 			if !h.Available {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 )
@@ -110,9 +111,13 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 			return writeJSON(g.stdout, vs)
 		}
 		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tDRIVER\tSTATUS\tREV\tPROVIDER\tNOTE")
+		fmt.Fprintln(tw, "ID\tNAME\tDRIVER\tISOLATION\tSTATUS\tREV\tPROVIDER\tNOTE")
 		for _, v := range vs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Name, v.Driver, v.Status, v.Revision, healthCell(v.Health), v.Unavailable)
+			iso := v.Isolation.String()
+			if v.RequireIsolation != drivers.IsolationNone {
+				iso += " (requires " + v.RequireIsolation.String() + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Name, v.Driver, iso, v.Status, v.Revision, healthCell(v.Health), v.Unavailable)
 		}
 		return tw.Flush()
 	case "health":

@@ -21,7 +21,8 @@ The instance settings (CFG-9). With enableEnvironments off, no
 environment can be resolved, probed, leased or run (releases, sweeps and
 catalog reads and edits go on); with enableManagedSandboxOnly on, host drivers
 (local, ssh) are unavailable as targets (managed_sandbox_only) while their
-saved environments stay readable. --minimum-isolation (none, container,
+saved environments stay readable, and any other target must declare container
+isolation at least (isolation_below_minimum). --minimum-isolation (none, container,
 gvisor, microvm) refuses, for every principal, a target whose driver declares
 less isolation (isolation_below_minimum): gvisor admits Docker with runtime
 runsc only. --quota-per-company and

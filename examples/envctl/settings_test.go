@@ -43,7 +43,13 @@ func TestSettingsCommands(t *testing.T) {
 	if !s.EnableEnvironments || !s.ManagedSandboxOnly || s.Revision != 2 {
 		t.Errorf("after the second set = %+v", s)
 	}
-	c.ok("lease", "acquire", box, "--company", "acme") // a sandbox driver: allowed
+	// Managed sandboxes only means a container at least (issue 56): the
+	// fake declares no isolation, so its lease is refused naming the
+	// setting, not as a host driver.
+	if _, msg := c.fail("lease", "acquire", box, "--company", "acme"); !strings.Contains(msg, "isolation none") || !strings.Contains(msg, "minimum container") ||
+		!strings.Contains(msg, "enableManagedSandboxOnly") || strings.Contains(msg, "host driver") {
+		t.Errorf("lease acquire of the fake under managed-sandbox-only: %s", msg)
+	}
 	for _, line := range strings.Split(c.ok("drivers"), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 3 {
@@ -56,6 +62,10 @@ func TestSettingsCommands(t *testing.T) {
 			t.Errorf("drivers under managed-sandbox-only refuses the fake: %s", line)
 		}
 	}
+	// The listings mark it: the fake's driver row at its defaults, the
+	// box's row with its level and the reason.
+	wantContains(t, "drivers under managed-sandbox-only", c.ok("drivers"), "none (isolation none at its defaults is below the minimum container)")
+	wantContains(t, "env list under managed-sandbox-only", c.ok("env", "list"), "ISOLATION", "none", "below the minimum container")
 	if _, msg := c.fail("settings", "set"); !strings.Contains(msg, "--enable-environments") {
 		t.Errorf("set with no flag: %s", msg)
 	}
@@ -66,6 +76,8 @@ func TestSettingsCommands(t *testing.T) {
 	if s.Revision != 2 || !s.ManagedSandboxOnly || s.QuotaPerCompany != 8 || s.QuotaPerCompanyEnvironment != 4 {
 		t.Errorf("settings read back = %+v", s)
 	}
+	c.ok("settings", "set", "--managed-sandbox-only=false")
+	c.ok("lease", "acquire", box, "--company", "acme")
 
 	// The lease quotas are settings every envctl process enforces (issue
 	// 51): acme holds one live lease of box; with one per company the next

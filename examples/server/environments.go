@@ -18,6 +18,19 @@ import (
 type driverView struct {
 	drivers.DriverInfo
 	Health []environment.ProviderHealth `json:"health"`
+	// BelowMinimum, if not empty, says that the driver's isolation at its
+	// defaults is below the instance's minimum (issue 56): its targets are
+	// refused unless their config raises the level (Docker's runtime).
+	BelowMinimum string `json:"belowMinimum,omitempty"`
+}
+
+// belowMinimum returns the sentence of driverView.BelowMinimum for an
+// available driver that declares less than the minimum st sets, else "".
+func belowMinimum(info drivers.DriverInfo, st instance.Settings) string {
+	if m := st.Minimum(); info.Available && info.Isolation < m {
+		return fmt.Sprintf("isolation %s at its defaults is below the minimum %s", info.Isolation, m)
+	}
+	return ""
 }
 
 func (s *server) listDrivers(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +58,7 @@ func (s *server) listDrivers(w http.ResponseWriter, r *http.Request) {
 		if err := settings.Admit(info.Name, info.Kind == drivers.KindHost); err != nil && info.Available {
 			info.Available, info.Reason, info.Effective = false, err.Error(), 0
 		}
-		v := driverView{DriverInfo: info, Health: []environment.ProviderHealth{}}
+		v := driverView{DriverInfo: info, Health: []environment.ProviderHealth{}, BelowMinimum: belowMinimum(info, settings)}
 		for _, h := range health {
 			if h.Driver == info.Name {
 				v.Health = append(v.Health, h)

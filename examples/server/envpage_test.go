@@ -579,7 +579,12 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 
 	// The instance settings: managed-sandbox-only makes host targets
 	// unavailable with the reason and drops them from the create form;
-	// environments disabled says what to do.
+	// environments disabled says what to do. It also means a minimum
+	// isolation of container (issue 56): the fake declares none, so its
+	// driver row and its environment's row are marked below the minimum.
+	var bare environment.View
+	e.must(t, http.StatusCreated, call{method: "POST", path: "/api/v1/environments", token: tokAdmin,
+		body: map[string]any{"name": "bare", "driver": "fake"}}).decode(t, &bare)
 	admin.do("managed sandboxes only", chromedp.Navigate(page+"#settings"), chromedp.WaitVisible(chromedp.ID("settings-form")),
 		chromedp.Click(chromedp.ID("set-managed")), chromedp.Click(chromedp.ID("settings-save")),
 		chromedp.WaitVisible(chromedp.ID("settings-managed-only")))
@@ -588,6 +593,18 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	}
 	if admin.count(`#new-driver option[value="ssh"]`) != 0 || !strings.Contains(admin.text(`#unavailable-drivers`), "ssh") {
 		t.Error("ssh is still offered under managed-sandbox-only, or not listed with its reason")
+	}
+	if s := admin.text(`#drivers-table tr[data-driver="fake"] .isolation.below-minimum`); !strings.Contains(s, "below the minimum container") {
+		t.Errorf("the fake's isolation under managed-sandbox-only: %q", s)
+	}
+	if s := admin.text(`tr[data-name="bare"] .isolation.below-minimum`); s != "none" {
+		t.Errorf("the bare environment's isolation cell: %q", s)
+	}
+	if s := admin.text(`tr[data-name="bare"] .reason`); s != "Isolation none is below the minimum container (managed sandboxes only)." {
+		t.Errorf("the bare environment's reason: %q", s)
+	}
+	if s := admin.text(`tr[data-name="box"] .isolation`); s != "container (requires container)" || admin.count(`tr[data-name="box"] .below-minimum, #drivers-table tr[data-driver="docker"] .below-minimum`) != 0 {
+		t.Errorf("the docker box's isolation cell %q, or docker marked below the minimum", s)
 	}
 	screenshot(t, root, "13-managed-only")
 	// The lease quotas are settings the page edits (issue 51).

@@ -52,6 +52,26 @@ func TestIsolationSettingsOverHTTP(t *testing.T) {
 	if !strings.Contains(v.Unavailable, "minimumIsolation") {
 		t.Errorf("under a gvisor minimum the container target reads unavailable %q", v.Unavailable)
 	}
+	// The listings mark what is below the minimum (issue 56): the
+	// driver at its defaults, the environment with its reason.
+	var ds struct {
+		Items []struct {
+			Name         string `json:"name"`
+			Isolation    string `json:"isolation"`
+			BelowMinimum string `json:"belowMinimum"`
+		} `json:"items"`
+	}
+	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/drivers", token: tokAgent}).decode(t, &ds)
+	if len(ds.Items) != 1 || ds.Items[0].Isolation != "container" || !strings.Contains(ds.Items[0].BelowMinimum, "below the minimum gvisor") {
+		t.Errorf("drivers under a gvisor minimum: %+v", ds.Items)
+	}
+	var list struct {
+		Items []environment.View `json:"items"`
+	}
+	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments", token: tokAdmin}).decode(t, &list)
+	if len(list.Items) != 1 || list.Items[0].Isolation != drivers.IsolationContainer || !strings.Contains(list.Items[0].Unavailable, "below the minimum gvisor") {
+		t.Errorf("environments under a gvisor minimum: %+v", list.Items)
+	}
 	var res struct {
 		OK   bool   `json:"ok"`
 		Code string `json:"code"`

@@ -177,6 +177,7 @@ type perms struct {
 type driverRow struct {
 	Name, Kind string
 	Isolation  string // the level it declares for its defaults
+	Below      string // its isolation at its defaults is below the minimum, or ""
 	Available  bool
 	Reason     string // the library's whole error, on hover
 	Short      string // one short sentence
@@ -206,6 +207,11 @@ type envRow struct {
 	NoRunner bool
 	Updated  when
 	Selected bool
+	// Isolation is the level its driver declares for its config; Require
+	// its requireIsolation ("" for none); Below says the level is below
+	// the minimum in force.
+	Isolation, Require string
+	Below              bool
 }
 
 // Tone is the colour of the row's state badge: ok, bad or muted.
@@ -399,7 +405,8 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 		if err := st.Admit(info.Name, info.Kind == drivers.KindHost); err != nil && info.Available {
 			info.Available, info.Reason, info.Effective = false, err.Error(), 0
 		}
-		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Isolation: info.Isolation.String(), Available: info.Available, Reason: info.Reason}
+		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Isolation: info.Isolation.String(), Available: info.Available, Reason: info.Reason,
+			Below: belowMinimum(info, st)}
 		if info.Available { // an unavailable driver's reason says it all
 			row.Caps, row.Limits = capNames(info.Effective), limitsOf(info.Effective)
 			pg.DriversUp++
@@ -433,9 +440,16 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 		_, hc := s.driver(v.Driver).(drivers.HealthChecker)
 		row := envRow{ID: v.ID, Name: v.Name, Driver: v.Driver, Description: v.Description, Revision: v.Revision,
 			Status: statusWords(v), Unavailable: v.Unavailable, Local: v.Driver == "local", Health: hc,
-			Archived: v.Status == environment.StatusArchived, Updated: whenOf(v.UpdatedAt, now), Selected: v.ID == editID}
+			Archived: v.Status == environment.StatusArchived, Updated: whenOf(v.UpdatedAt, now), Selected: v.ID == editID,
+			Isolation: v.Isolation.String()}
+		if v.RequireIsolation != drivers.IsolationNone {
+			row.Require = v.RequireIsolation.String()
+		}
 		if v.Unavailable != "" {
 			row.Short = shortReason(v.Unavailable, st, hostDriver[v.Driver], v.Health, now)
+			if short := isolationShort(v, st); short != "" && strings.Contains(v.Unavailable, "below the minimum") {
+				row.Short, row.Below = short, true
+			}
 		}
 		if drv := s.driver(v.Driver); drv != nil {
 			eff := drivers.Effective(drv, 0)
@@ -459,6 +473,9 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 		}
 		if v.Unavailable != "" {
 			pg.Editor.Short = shortReason(v.Unavailable, st, hostDriver[v.Driver], v.Health, now)
+			if short := isolationShort(v, st); short != "" && strings.Contains(v.Unavailable, "below the minimum") {
+				pg.Editor.Short = short
+			}
 		}
 	case q.Get("new") != "" && pg.Can.Create:
 		d := q.Get("new")
@@ -532,6 +549,27 @@ func shortReason(full string, st instance.Settings, host bool, h *environment.He
 		s += "."
 	}
 	return s
+}
+
+// isolationShort says in one short sentence that v's isolation is below
+// the minimum in force (the instance's, or v's requireIsolation), naming
+// the setting, or returns "" when it is not (issue 56). The gate refuses
+// such a target with isolation_below_minimum.
+func isolationShort(v *environment.View, st instance.Settings) string {
+	if !st.EnableEnvironments {
+		return ""
+	}
+	m, by := st.Minimum(), "minimumIsolation"
+	if m > st.MinimumIsolation {
+		by = "managed sandboxes only"
+	}
+	if v.RequireIsolation > m {
+		m, by = v.RequireIsolation, "this environment requires it"
+	}
+	if v.Isolation >= m {
+		return ""
+	}
+	return fmt.Sprintf("Isolation %s is below the minimum %s (%s).", v.Isolation, m, by)
 }
 
 // providerSentence says why a provider last measured unavailable was, by

@@ -218,6 +218,11 @@ var (
 	// read is returned, never taken as "enabled".
 	Admit func(gate any, ctx context.Context, d drivers.Driver, cfg map[string]any) error
 
+	// AdmitEnvironment is Admit for the saved environment env (an
+	// *environment.Environment) of driver d: its refusal names the
+	// environment, and the environment's requireIsolation counts too.
+	AdmitEnvironment func(gate any, ctx context.Context, d drivers.Driver, env any) error
+
 	// SourceFingerprint returns the source fingerprint of env (an
 	// *environment.Environment) for its driver d: the driver, the schema's
 	// identity fields, the account (secret references with their
