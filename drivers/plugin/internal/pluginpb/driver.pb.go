@@ -59,13 +59,11 @@ type Error struct {
 	// error wraps ("transient" for drivers.ErrTransient), and
 	// "context_canceled" or "context_deadline" for a context's error.
 	Sentinels []string `protobuf:"bytes,7,rep,name=sentinels,proto3" json:"sentinels,omitempty"`
-	// config_field and config_reason are set for a config error
-	// (config.Error): the field ("" for the whole config) and its reason.
-	ConfigError   bool   `protobuf:"varint,8,opt,name=config_error,json=configError,proto3" json:"config_error,omitempty"`
-	ConfigField   string `protobuf:"bytes,9,opt,name=config_field,json=configField,proto3" json:"config_field,omitempty"`
-	ConfigReason  string `protobuf:"bytes,10,opt,name=config_reason,json=configReason,proto3" json:"config_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// config_problems are the problems of a config error (drivers/config's
+	// Error), each naming its field ("" for the whole config).
+	ConfigProblems []*ConfigProblem `protobuf:"bytes,8,rep,name=config_problems,json=configProblems,proto3" json:"config_problems,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
@@ -147,23 +145,61 @@ func (x *Error) GetSentinels() []string {
 	return nil
 }
 
-func (x *Error) GetConfigError() bool {
+func (x *Error) GetConfigProblems() []*ConfigProblem {
 	if x != nil {
-		return x.ConfigError
+		return x.ConfigProblems
 	}
-	return false
+	return nil
 }
 
-func (x *Error) GetConfigField() string {
+type ConfigProblem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Field         string                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigProblem) Reset() {
+	*x = ConfigProblem{}
+	mi := &file_driver_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigProblem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigProblem) ProtoMessage() {}
+
+func (x *ConfigProblem) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[1]
 	if x != nil {
-		return x.ConfigField
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigProblem.ProtoReflect.Descriptor instead.
+func (*ConfigProblem) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ConfigProblem) GetField() string {
+	if x != nil {
+		return x.Field
 	}
 	return ""
 }
 
-func (x *Error) GetConfigReason() string {
+func (x *ConfigProblem) GetReason() string {
 	if x != nil {
-		return x.ConfigReason
+		return x.Reason
 	}
 	return ""
 }
@@ -189,7 +225,7 @@ type Value struct {
 
 func (x *Value) Reset() {
 	*x = Value{}
-	mi := &file_driver_proto_msgTypes[1]
+	mi := &file_driver_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +237,7 @@ func (x *Value) String() string {
 func (*Value) ProtoMessage() {}
 
 func (x *Value) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[1]
+	mi := &file_driver_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +250,7 @@ func (x *Value) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Value.ProtoReflect.Descriptor instead.
 func (*Value) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{1}
+	return file_driver_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Value) GetKind() isValue_Kind {
@@ -358,7 +394,7 @@ type StringList struct {
 
 func (x *StringList) Reset() {
 	*x = StringList{}
-	mi := &file_driver_proto_msgTypes[2]
+	mi := &file_driver_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +406,7 @@ func (x *StringList) String() string {
 func (*StringList) ProtoMessage() {}
 
 func (x *StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[2]
+	mi := &file_driver_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +419,7 @@ func (x *StringList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringList.ProtoReflect.Descriptor instead.
 func (*StringList) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{2}
+	return file_driver_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StringList) GetItems() []string {
@@ -402,7 +438,7 @@ type StringMap struct {
 
 func (x *StringMap) Reset() {
 	*x = StringMap{}
-	mi := &file_driver_proto_msgTypes[3]
+	mi := &file_driver_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +450,7 @@ func (x *StringMap) String() string {
 func (*StringMap) ProtoMessage() {}
 
 func (x *StringMap) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[3]
+	mi := &file_driver_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +463,7 @@ func (x *StringMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringMap.ProtoReflect.Descriptor instead.
 func (*StringMap) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{3}
+	return file_driver_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StringMap) GetEntries() map[string]string {
@@ -447,7 +483,7 @@ type SecretRef struct {
 
 func (x *SecretRef) Reset() {
 	*x = SecretRef{}
-	mi := &file_driver_proto_msgTypes[4]
+	mi := &file_driver_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +495,7 @@ func (x *SecretRef) String() string {
 func (*SecretRef) ProtoMessage() {}
 
 func (x *SecretRef) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[4]
+	mi := &file_driver_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +508,7 @@ func (x *SecretRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretRef.ProtoReflect.Descriptor instead.
 func (*SecretRef) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{4}
+	return file_driver_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SecretRef) GetId() string {
@@ -499,7 +535,7 @@ type SecretMap struct {
 
 func (x *SecretMap) Reset() {
 	*x = SecretMap{}
-	mi := &file_driver_proto_msgTypes[5]
+	mi := &file_driver_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +547,7 @@ func (x *SecretMap) String() string {
 func (*SecretMap) ProtoMessage() {}
 
 func (x *SecretMap) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[5]
+	mi := &file_driver_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +560,7 @@ func (x *SecretMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretMap.ProtoReflect.Descriptor instead.
 func (*SecretMap) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{5}
+	return file_driver_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SecretMap) GetEntries() map[string]*SecretValue {
@@ -547,7 +583,7 @@ type SecretValue struct {
 
 func (x *SecretValue) Reset() {
 	*x = SecretValue{}
-	mi := &file_driver_proto_msgTypes[6]
+	mi := &file_driver_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +595,7 @@ func (x *SecretValue) String() string {
 func (*SecretValue) ProtoMessage() {}
 
 func (x *SecretValue) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[6]
+	mi := &file_driver_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +608,7 @@ func (x *SecretValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretValue.ProtoReflect.Descriptor instead.
 func (*SecretValue) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{6}
+	return file_driver_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SecretValue) GetKind() isSecretValue_Kind {
@@ -627,7 +663,7 @@ type Config struct {
 
 func (x *Config) Reset() {
 	*x = Config{}
-	mi := &file_driver_proto_msgTypes[7]
+	mi := &file_driver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +675,7 @@ func (x *Config) String() string {
 func (*Config) ProtoMessage() {}
 
 func (x *Config) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[7]
+	mi := &file_driver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +688,7 @@ func (x *Config) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Config.ProtoReflect.Descriptor instead.
 func (*Config) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{7}
+	return file_driver_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Config) GetFields() map[string]*Value {
@@ -678,7 +714,7 @@ type ConfigRequest struct {
 
 func (x *ConfigRequest) Reset() {
 	*x = ConfigRequest{}
-	mi := &file_driver_proto_msgTypes[8]
+	mi := &file_driver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +726,7 @@ func (x *ConfigRequest) String() string {
 func (*ConfigRequest) ProtoMessage() {}
 
 func (x *ConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[8]
+	mi := &file_driver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +739,7 @@ func (x *ConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigRequest.ProtoReflect.Descriptor instead.
 func (*ConfigRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{8}
+	return file_driver_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfigRequest) GetConfig() *Config {
@@ -733,7 +769,7 @@ type Field struct {
 
 func (x *Field) Reset() {
 	*x = Field{}
-	mi := &file_driver_proto_msgTypes[9]
+	mi := &file_driver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +781,7 @@ func (x *Field) String() string {
 func (*Field) ProtoMessage() {}
 
 func (x *Field) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[9]
+	mi := &file_driver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +794,7 @@ func (x *Field) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Field.ProtoReflect.Descriptor instead.
 func (*Field) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{9}
+	return file_driver_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Field) GetName() string {
@@ -841,7 +877,7 @@ type Schema struct {
 
 func (x *Schema) Reset() {
 	*x = Schema{}
-	mi := &file_driver_proto_msgTypes[10]
+	mi := &file_driver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +889,7 @@ func (x *Schema) String() string {
 func (*Schema) ProtoMessage() {}
 
 func (x *Schema) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[10]
+	mi := &file_driver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +902,7 @@ func (x *Schema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schema.ProtoReflect.Descriptor instead.
 func (*Schema) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{10}
+	return file_driver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Schema) GetDriver() string {
@@ -919,7 +955,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_driver_proto_msgTypes[11]
+	mi := &file_driver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +967,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[11]
+	mi := &file_driver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +980,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{11}
+	return file_driver_proto_rawDescGZIP(), []int{12}
 }
 
 type Description struct {
@@ -975,7 +1011,7 @@ type Description struct {
 
 func (x *Description) Reset() {
 	*x = Description{}
-	mi := &file_driver_proto_msgTypes[12]
+	mi := &file_driver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1023,7 @@ func (x *Description) String() string {
 func (*Description) ProtoMessage() {}
 
 func (x *Description) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[12]
+	mi := &file_driver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1036,7 @@ func (x *Description) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Description.ProtoReflect.Descriptor instead.
 func (*Description) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{12}
+	return file_driver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Description) GetName() string {
@@ -1096,7 +1132,7 @@ type ErrorReply struct {
 
 func (x *ErrorReply) Reset() {
 	*x = ErrorReply{}
-	mi := &file_driver_proto_msgTypes[13]
+	mi := &file_driver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1144,7 @@ func (x *ErrorReply) String() string {
 func (*ErrorReply) ProtoMessage() {}
 
 func (x *ErrorReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[13]
+	mi := &file_driver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1157,7 @@ func (x *ErrorReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorReply.ProtoReflect.Descriptor instead.
 func (*ErrorReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{13}
+	return file_driver_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ErrorReply) GetError() *Error {
@@ -1141,7 +1177,7 @@ type TextReply struct {
 
 func (x *TextReply) Reset() {
 	*x = TextReply{}
-	mi := &file_driver_proto_msgTypes[14]
+	mi := &file_driver_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1189,7 @@ func (x *TextReply) String() string {
 func (*TextReply) ProtoMessage() {}
 
 func (x *TextReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[14]
+	mi := &file_driver_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1202,7 @@ func (x *TextReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextReply.ProtoReflect.Descriptor instead.
 func (*TextReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{14}
+	return file_driver_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TextReply) GetText() string {
@@ -1192,7 +1228,7 @@ type NarrowReply struct {
 
 func (x *NarrowReply) Reset() {
 	*x = NarrowReply{}
-	mi := &file_driver_proto_msgTypes[15]
+	mi := &file_driver_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1240,7 @@ func (x *NarrowReply) String() string {
 func (*NarrowReply) ProtoMessage() {}
 
 func (x *NarrowReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[15]
+	mi := &file_driver_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1253,7 @@ func (x *NarrowReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NarrowReply.ProtoReflect.Descriptor instead.
 func (*NarrowReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{15}
+	return file_driver_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NarrowReply) GetCapabilities() []string {
@@ -1236,7 +1272,7 @@ type IsolationReply struct {
 
 func (x *IsolationReply) Reset() {
 	*x = IsolationReply{}
-	mi := &file_driver_proto_msgTypes[16]
+	mi := &file_driver_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1284,7 @@ func (x *IsolationReply) String() string {
 func (*IsolationReply) ProtoMessage() {}
 
 func (x *IsolationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[16]
+	mi := &file_driver_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1297,7 @@ func (x *IsolationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsolationReply.ProtoReflect.Descriptor instead.
 func (*IsolationReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{16}
+	return file_driver_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IsolationReply) GetIsolation() string {
@@ -1272,21 +1308,21 @@ func (x *IsolationReply) GetIsolation() string {
 }
 
 type AcquireStart struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Config            *Config                `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
-	LeaseId           string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Labels            map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Workspace         string                 `protobuf:"bytes,4,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	AllocatedCallback bool                   `protobuf:"varint,5,opt,name=allocated_callback,json=allocatedCallback,proto3" json:"allocated_callback,omitempty"`
-	// deadline_unix_ns is Acquire's deadline (its startup budget), 0 for none.
-	DeadlineUnixNs int64 `protobuf:"varint,6,opt,name=deadline_unix_ns,json=deadlineUnixNs,proto3" json:"deadline_unix_ns,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Config    *Config                `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	LeaseId   string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Labels    map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Workspace string                 `protobuf:"bytes,4,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// allocated_callback: the host wants the allocated message. Acquire's
+	// deadline (its startup budget) is the call's.
+	AllocatedCallback bool `protobuf:"varint,5,opt,name=allocated_callback,json=allocatedCallback,proto3" json:"allocated_callback,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AcquireStart) Reset() {
 	*x = AcquireStart{}
-	mi := &file_driver_proto_msgTypes[17]
+	mi := &file_driver_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1334,7 @@ func (x *AcquireStart) String() string {
 func (*AcquireStart) ProtoMessage() {}
 
 func (x *AcquireStart) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[17]
+	mi := &file_driver_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1347,7 @@ func (x *AcquireStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireStart.ProtoReflect.Descriptor instead.
 func (*AcquireStart) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{17}
+	return file_driver_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AcquireStart) GetConfig() *Config {
@@ -1349,13 +1385,6 @@ func (x *AcquireStart) GetAllocatedCallback() bool {
 	return false
 }
 
-func (x *AcquireStart) GetDeadlineUnixNs() int64 {
-	if x != nil {
-		return x.DeadlineUnixNs
-	}
-	return 0
-}
-
 type AllocatedAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// error is the host's callback's error; the plugin destroys the sandbox
@@ -1367,7 +1396,7 @@ type AllocatedAck struct {
 
 func (x *AllocatedAck) Reset() {
 	*x = AllocatedAck{}
-	mi := &file_driver_proto_msgTypes[18]
+	mi := &file_driver_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1408,7 @@ func (x *AllocatedAck) String() string {
 func (*AllocatedAck) ProtoMessage() {}
 
 func (x *AllocatedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[18]
+	mi := &file_driver_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1421,7 @@ func (x *AllocatedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedAck.ProtoReflect.Descriptor instead.
 func (*AllocatedAck) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{18}
+	return file_driver_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AllocatedAck) GetError() *Error {
@@ -1415,7 +1444,7 @@ type AcquireIn struct {
 
 func (x *AcquireIn) Reset() {
 	*x = AcquireIn{}
-	mi := &file_driver_proto_msgTypes[19]
+	mi := &file_driver_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1456,7 @@ func (x *AcquireIn) String() string {
 func (*AcquireIn) ProtoMessage() {}
 
 func (x *AcquireIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[19]
+	mi := &file_driver_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1469,7 @@ func (x *AcquireIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireIn.ProtoReflect.Descriptor instead.
 func (*AcquireIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{19}
+	return file_driver_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AcquireIn) GetMsg() isAcquireIn_Msg {
@@ -1493,7 +1522,7 @@ type Allocated struct {
 
 func (x *Allocated) Reset() {
 	*x = Allocated{}
-	mi := &file_driver_proto_msgTypes[20]
+	mi := &file_driver_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1534,7 @@ func (x *Allocated) String() string {
 func (*Allocated) ProtoMessage() {}
 
 func (x *Allocated) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[20]
+	mi := &file_driver_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1547,7 @@ func (x *Allocated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocated.ProtoReflect.Descriptor instead.
 func (*Allocated) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{20}
+	return file_driver_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Allocated) GetProviderLeaseId() string {
@@ -1540,7 +1569,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1581,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1594,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{21}
+	return file_driver_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Sandbox) GetHandle() uint64 {
@@ -1596,7 +1625,7 @@ type AcquireOut struct {
 
 func (x *AcquireOut) Reset() {
 	*x = AcquireOut{}
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1637,7 @@ func (x *AcquireOut) String() string {
 func (*AcquireOut) ProtoMessage() {}
 
 func (x *AcquireOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1650,7 @@ func (x *AcquireOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOut.ProtoReflect.Descriptor instead.
 func (*AcquireOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{22}
+	return file_driver_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcquireOut) GetMsg() isAcquireOut_Msg {
@@ -1690,7 +1719,7 @@ type SandboxReply struct {
 
 func (x *SandboxReply) Reset() {
 	*x = SandboxReply{}
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1731,7 @@ func (x *SandboxReply) String() string {
 func (*SandboxReply) ProtoMessage() {}
 
 func (x *SandboxReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1744,7 @@ func (x *SandboxReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxReply.ProtoReflect.Descriptor instead.
 func (*SandboxReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{23}
+	return file_driver_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SandboxReply) GetSandbox() *Sandbox {
@@ -1742,7 +1771,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1783,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1796,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{24}
+	return file_driver_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeRequest) GetConfig() *Config {
@@ -1799,7 +1828,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1840,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1853,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{25}
+	return file_driver_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExecRequest) GetHandle() uint64 {
@@ -1891,7 +1920,7 @@ type ExecReply struct {
 
 func (x *ExecReply) Reset() {
 	*x = ExecReply{}
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1932,7 @@ func (x *ExecReply) String() string {
 func (*ExecReply) ProtoMessage() {}
 
 func (x *ExecReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +1945,7 @@ func (x *ExecReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecReply.ProtoReflect.Descriptor instead.
 func (*ExecReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{26}
+	return file_driver_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExecReply) GetStdout() []byte {
@@ -1979,7 +2008,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2020,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2033,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{27}
+	return file_driver_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseRequest) GetHandle() uint64 {
@@ -2035,7 +2064,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2076,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2089,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{28}
+	return file_driver_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Receipt) GetProviderLeaseId() string {
@@ -2115,7 +2144,7 @@ type ReceiptReply struct {
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2156,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2169,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{29}
+	return file_driver_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReceiptReply) GetReceipt() *Receipt {
@@ -2167,7 +2196,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2208,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2221,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{30}
+	return file_driver_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListRequest) GetConfig() *Config {
@@ -2220,7 +2249,7 @@ type SandboxInfo struct {
 
 func (x *SandboxInfo) Reset() {
 	*x = SandboxInfo{}
-	mi := &file_driver_proto_msgTypes[31]
+	mi := &file_driver_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2261,7 @@ func (x *SandboxInfo) String() string {
 func (*SandboxInfo) ProtoMessage() {}
 
 func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[31]
+	mi := &file_driver_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2274,7 @@ func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxInfo.ProtoReflect.Descriptor instead.
 func (*SandboxInfo) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{31}
+	return file_driver_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SandboxInfo) GetProviderLeaseId() string {
@@ -2279,7 +2308,7 @@ type ListReply struct {
 
 func (x *ListReply) Reset() {
 	*x = ListReply{}
-	mi := &file_driver_proto_msgTypes[32]
+	mi := &file_driver_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2320,7 @@ func (x *ListReply) String() string {
 func (*ListReply) ProtoMessage() {}
 
 func (x *ListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[32]
+	mi := &file_driver_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2333,7 @@ func (x *ListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReply.ProtoReflect.Descriptor instead.
 func (*ListReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{32}
+	return file_driver_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListReply) GetSandboxes() []*SandboxInfo {
@@ -2331,7 +2360,7 @@ type DestroyRequest struct {
 
 func (x *DestroyRequest) Reset() {
 	*x = DestroyRequest{}
-	mi := &file_driver_proto_msgTypes[33]
+	mi := &file_driver_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2372,7 @@ func (x *DestroyRequest) String() string {
 func (*DestroyRequest) ProtoMessage() {}
 
 func (x *DestroyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[33]
+	mi := &file_driver_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2385,7 @@ func (x *DestroyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyRequest.ProtoReflect.Descriptor instead.
 func (*DestroyRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{33}
+	return file_driver_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DestroyRequest) GetConfig() *Config {
@@ -2377,7 +2406,7 @@ var File_driver_proto protoreflect.FileDescriptor
 
 const file_driver_proto_rawDesc = "" +
 	"\n" +
-	"\fdriver.proto\x12\x0fberth.plugin.v1\"\x9c\x02\n" +
+	"\fdriver.proto\x12\x0fberth.plugin.v1\"\xfa\x01\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -2385,11 +2414,11 @@ const file_driver_proto_rawDesc = "" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x16\n" +
 	"\x06target\x18\x06 \x01(\tR\x06target\x12\x1c\n" +
-	"\tsentinels\x18\a \x03(\tR\tsentinels\x12!\n" +
-	"\fconfig_error\x18\b \x01(\bR\vconfigError\x12!\n" +
-	"\fconfig_field\x18\t \x01(\tR\vconfigField\x12#\n" +
-	"\rconfig_reason\x18\n" +
-	" \x01(\tR\fconfigReason\"\xd0\x02\n" +
+	"\tsentinels\x18\a \x03(\tR\tsentinels\x12G\n" +
+	"\x0fconfig_problems\x18\b \x03(\v2\x1e.berth.plugin.v1.ConfigProblemR\x0econfigProblems\"=\n" +
+	"\rConfigProblem\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xd0\x02\n" +
 	"\x05Value\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12\x1a\n" +
 	"\ainteger\x18\x02 \x01(\x03H\x00R\ainteger\x12\x1a\n" +
@@ -2473,14 +2502,13 @@ const file_driver_proto_rawDesc = "" +
 	"\vNarrowReply\x12\"\n" +
 	"\fcapabilities\x18\x01 \x03(\tR\fcapabilities\".\n" +
 	"\x0eIsolationReply\x12\x1c\n" +
-	"\tisolation\x18\x01 \x01(\tR\tisolation\"\xcf\x02\n" +
+	"\tisolation\x18\x01 \x01(\tR\tisolation\"\xa5\x02\n" +
 	"\fAcquireStart\x12/\n" +
 	"\x06config\x18\x01 \x01(\v2\x17.berth.plugin.v1.ConfigR\x06config\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12A\n" +
 	"\x06labels\x18\x03 \x03(\v2).berth.plugin.v1.AcquireStart.LabelsEntryR\x06labels\x12\x1c\n" +
 	"\tworkspace\x18\x04 \x01(\tR\tworkspace\x12-\n" +
-	"\x12allocated_callback\x18\x05 \x01(\bR\x11allocatedCallback\x12(\n" +
-	"\x10deadline_unix_ns\x18\x06 \x01(\x03R\x0edeadlineUnixNs\x1a9\n" +
+	"\x12allocated_callback\x18\x05 \x01(\bR\x11allocatedCallback\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
@@ -2587,119 +2615,121 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_driver_proto_goTypes = []any{
 	(*Error)(nil),           // 0: berth.plugin.v1.Error
-	(*Value)(nil),           // 1: berth.plugin.v1.Value
-	(*StringList)(nil),      // 2: berth.plugin.v1.StringList
-	(*StringMap)(nil),       // 3: berth.plugin.v1.StringMap
-	(*SecretRef)(nil),       // 4: berth.plugin.v1.SecretRef
-	(*SecretMap)(nil),       // 5: berth.plugin.v1.SecretMap
-	(*SecretValue)(nil),     // 6: berth.plugin.v1.SecretValue
-	(*Config)(nil),          // 7: berth.plugin.v1.Config
-	(*ConfigRequest)(nil),   // 8: berth.plugin.v1.ConfigRequest
-	(*Field)(nil),           // 9: berth.plugin.v1.Field
-	(*Schema)(nil),          // 10: berth.plugin.v1.Schema
-	(*DescribeRequest)(nil), // 11: berth.plugin.v1.DescribeRequest
-	(*Description)(nil),     // 12: berth.plugin.v1.Description
-	(*ErrorReply)(nil),      // 13: berth.plugin.v1.ErrorReply
-	(*TextReply)(nil),       // 14: berth.plugin.v1.TextReply
-	(*NarrowReply)(nil),     // 15: berth.plugin.v1.NarrowReply
-	(*IsolationReply)(nil),  // 16: berth.plugin.v1.IsolationReply
-	(*AcquireStart)(nil),    // 17: berth.plugin.v1.AcquireStart
-	(*AllocatedAck)(nil),    // 18: berth.plugin.v1.AllocatedAck
-	(*AcquireIn)(nil),       // 19: berth.plugin.v1.AcquireIn
-	(*Allocated)(nil),       // 20: berth.plugin.v1.Allocated
-	(*Sandbox)(nil),         // 21: berth.plugin.v1.Sandbox
-	(*AcquireOut)(nil),      // 22: berth.plugin.v1.AcquireOut
-	(*SandboxReply)(nil),    // 23: berth.plugin.v1.SandboxReply
-	(*ResumeRequest)(nil),   // 24: berth.plugin.v1.ResumeRequest
-	(*ExecRequest)(nil),     // 25: berth.plugin.v1.ExecRequest
-	(*ExecReply)(nil),       // 26: berth.plugin.v1.ExecReply
-	(*ReleaseRequest)(nil),  // 27: berth.plugin.v1.ReleaseRequest
-	(*Receipt)(nil),         // 28: berth.plugin.v1.Receipt
-	(*ReceiptReply)(nil),    // 29: berth.plugin.v1.ReceiptReply
-	(*ListRequest)(nil),     // 30: berth.plugin.v1.ListRequest
-	(*SandboxInfo)(nil),     // 31: berth.plugin.v1.SandboxInfo
-	(*ListReply)(nil),       // 32: berth.plugin.v1.ListReply
-	(*DestroyRequest)(nil),  // 33: berth.plugin.v1.DestroyRequest
-	nil,                     // 34: berth.plugin.v1.StringMap.EntriesEntry
-	nil,                     // 35: berth.plugin.v1.SecretMap.EntriesEntry
-	nil,                     // 36: berth.plugin.v1.Config.FieldsEntry
-	nil,                     // 37: berth.plugin.v1.AcquireStart.LabelsEntry
-	nil,                     // 38: berth.plugin.v1.ExecRequest.EnvEntry
-	nil,                     // 39: berth.plugin.v1.ListRequest.LabelsEntry
-	nil,                     // 40: berth.plugin.v1.SandboxInfo.LabelsEntry
+	(*ConfigProblem)(nil),   // 1: berth.plugin.v1.ConfigProblem
+	(*Value)(nil),           // 2: berth.plugin.v1.Value
+	(*StringList)(nil),      // 3: berth.plugin.v1.StringList
+	(*StringMap)(nil),       // 4: berth.plugin.v1.StringMap
+	(*SecretRef)(nil),       // 5: berth.plugin.v1.SecretRef
+	(*SecretMap)(nil),       // 6: berth.plugin.v1.SecretMap
+	(*SecretValue)(nil),     // 7: berth.plugin.v1.SecretValue
+	(*Config)(nil),          // 8: berth.plugin.v1.Config
+	(*ConfigRequest)(nil),   // 9: berth.plugin.v1.ConfigRequest
+	(*Field)(nil),           // 10: berth.plugin.v1.Field
+	(*Schema)(nil),          // 11: berth.plugin.v1.Schema
+	(*DescribeRequest)(nil), // 12: berth.plugin.v1.DescribeRequest
+	(*Description)(nil),     // 13: berth.plugin.v1.Description
+	(*ErrorReply)(nil),      // 14: berth.plugin.v1.ErrorReply
+	(*TextReply)(nil),       // 15: berth.plugin.v1.TextReply
+	(*NarrowReply)(nil),     // 16: berth.plugin.v1.NarrowReply
+	(*IsolationReply)(nil),  // 17: berth.plugin.v1.IsolationReply
+	(*AcquireStart)(nil),    // 18: berth.plugin.v1.AcquireStart
+	(*AllocatedAck)(nil),    // 19: berth.plugin.v1.AllocatedAck
+	(*AcquireIn)(nil),       // 20: berth.plugin.v1.AcquireIn
+	(*Allocated)(nil),       // 21: berth.plugin.v1.Allocated
+	(*Sandbox)(nil),         // 22: berth.plugin.v1.Sandbox
+	(*AcquireOut)(nil),      // 23: berth.plugin.v1.AcquireOut
+	(*SandboxReply)(nil),    // 24: berth.plugin.v1.SandboxReply
+	(*ResumeRequest)(nil),   // 25: berth.plugin.v1.ResumeRequest
+	(*ExecRequest)(nil),     // 26: berth.plugin.v1.ExecRequest
+	(*ExecReply)(nil),       // 27: berth.plugin.v1.ExecReply
+	(*ReleaseRequest)(nil),  // 28: berth.plugin.v1.ReleaseRequest
+	(*Receipt)(nil),         // 29: berth.plugin.v1.Receipt
+	(*ReceiptReply)(nil),    // 30: berth.plugin.v1.ReceiptReply
+	(*ListRequest)(nil),     // 31: berth.plugin.v1.ListRequest
+	(*SandboxInfo)(nil),     // 32: berth.plugin.v1.SandboxInfo
+	(*ListReply)(nil),       // 33: berth.plugin.v1.ListReply
+	(*DestroyRequest)(nil),  // 34: berth.plugin.v1.DestroyRequest
+	nil,                     // 35: berth.plugin.v1.StringMap.EntriesEntry
+	nil,                     // 36: berth.plugin.v1.SecretMap.EntriesEntry
+	nil,                     // 37: berth.plugin.v1.Config.FieldsEntry
+	nil,                     // 38: berth.plugin.v1.AcquireStart.LabelsEntry
+	nil,                     // 39: berth.plugin.v1.ExecRequest.EnvEntry
+	nil,                     // 40: berth.plugin.v1.ListRequest.LabelsEntry
+	nil,                     // 41: berth.plugin.v1.SandboxInfo.LabelsEntry
 }
 var file_driver_proto_depIdxs = []int32{
-	2,  // 0: berth.plugin.v1.Value.list:type_name -> berth.plugin.v1.StringList
-	3,  // 1: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
-	4,  // 2: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
-	5,  // 3: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
-	34, // 4: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
-	35, // 5: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
-	4,  // 6: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
-	36, // 7: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
-	7,  // 8: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
-	1,  // 9: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
-	9,  // 10: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
-	10, // 11: berth.plugin.v1.Description.schema:type_name -> berth.plugin.v1.Schema
-	0,  // 12: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
-	0,  // 13: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
-	7,  // 14: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
-	37, // 15: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
-	0,  // 16: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
-	17, // 17: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
-	18, // 18: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
-	20, // 19: berth.plugin.v1.AcquireOut.allocated:type_name -> berth.plugin.v1.Allocated
-	21, // 20: berth.plugin.v1.AcquireOut.acquired:type_name -> berth.plugin.v1.Sandbox
-	0,  // 21: berth.plugin.v1.AcquireOut.error:type_name -> berth.plugin.v1.Error
-	21, // 22: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
-	0,  // 23: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
-	7,  // 24: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
-	38, // 25: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
-	0,  // 26: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
-	28, // 27: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
-	0,  // 28: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
-	7,  // 29: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
-	39, // 30: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
-	40, // 31: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
-	31, // 32: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
-	0,  // 33: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
-	7,  // 34: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
-	6,  // 35: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
-	1,  // 36: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
-	11, // 37: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
-	8,  // 38: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
-	8,  // 39: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
-	8,  // 40: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
-	8,  // 41: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
-	8,  // 42: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
-	8,  // 43: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
-	19, // 44: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
-	24, // 45: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
-	25, // 46: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
-	27, // 47: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
-	30, // 48: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
-	33, // 49: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
-	12, // 50: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
-	13, // 51: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
-	14, // 52: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
-	15, // 53: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
-	16, // 54: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
-	14, // 55: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
-	13, // 56: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
-	22, // 57: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
-	23, // 58: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
-	26, // 59: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
-	29, // 60: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
-	32, // 61: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
-	29, // 62: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
-	50, // [50:63] is the sub-list for method output_type
-	37, // [37:50] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	1,  // 0: berth.plugin.v1.Error.config_problems:type_name -> berth.plugin.v1.ConfigProblem
+	3,  // 1: berth.plugin.v1.Value.list:type_name -> berth.plugin.v1.StringList
+	4,  // 2: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
+	5,  // 3: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
+	6,  // 4: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
+	35, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
+	36, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
+	5,  // 7: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
+	37, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
+	8,  // 9: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
+	2,  // 10: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
+	10, // 11: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
+	11, // 12: berth.plugin.v1.Description.schema:type_name -> berth.plugin.v1.Schema
+	0,  // 13: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
+	0,  // 14: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 15: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
+	38, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
+	0,  // 17: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
+	18, // 18: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
+	19, // 19: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
+	21, // 20: berth.plugin.v1.AcquireOut.allocated:type_name -> berth.plugin.v1.Allocated
+	22, // 21: berth.plugin.v1.AcquireOut.acquired:type_name -> berth.plugin.v1.Sandbox
+	0,  // 22: berth.plugin.v1.AcquireOut.error:type_name -> berth.plugin.v1.Error
+	22, // 23: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
+	0,  // 24: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 25: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
+	39, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
+	0,  // 27: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
+	29, // 28: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
+	0,  // 29: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 30: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
+	40, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
+	41, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
+	32, // 33: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
+	0,  // 34: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 35: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
+	7,  // 36: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
+	2,  // 37: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
+	12, // 38: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
+	9,  // 39: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 40: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 41: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 42: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 43: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 44: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
+	20, // 45: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
+	25, // 46: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
+	26, // 47: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
+	28, // 48: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
+	31, // 49: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
+	34, // 50: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
+	13, // 51: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
+	14, // 52: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
+	15, // 53: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
+	16, // 54: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
+	17, // 55: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
+	15, // 56: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
+	14, // 57: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
+	23, // 58: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
+	24, // 59: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
+	27, // 60: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
+	30, // 61: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
+	33, // 62: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
+	30, // 63: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
+	51, // [51:64] is the sub-list for method output_type
+	38, // [38:51] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -2707,7 +2737,7 @@ func file_driver_proto_init() {
 	if File_driver_proto != nil {
 		return
 	}
-	file_driver_proto_msgTypes[1].OneofWrappers = []any{
+	file_driver_proto_msgTypes[2].OneofWrappers = []any{
 		(*Value_Text)(nil),
 		(*Value_Integer)(nil),
 		(*Value_Boolean)(nil),
@@ -2717,15 +2747,15 @@ func file_driver_proto_init() {
 		(*Value_SecretMap)(nil),
 		(*Value_Json)(nil),
 	}
-	file_driver_proto_msgTypes[6].OneofWrappers = []any{
+	file_driver_proto_msgTypes[7].OneofWrappers = []any{
 		(*SecretValue_Text)(nil),
 		(*SecretValue_Ref)(nil),
 	}
-	file_driver_proto_msgTypes[19].OneofWrappers = []any{
+	file_driver_proto_msgTypes[20].OneofWrappers = []any{
 		(*AcquireIn_Start)(nil),
 		(*AcquireIn_AllocatedAck)(nil),
 	}
-	file_driver_proto_msgTypes[22].OneofWrappers = []any{
+	file_driver_proto_msgTypes[23].OneofWrappers = []any{
 		(*AcquireOut_Allocated)(nil),
 		(*AcquireOut_Acquired)(nil),
 		(*AcquireOut_Error)(nil),
@@ -2736,7 +2766,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
