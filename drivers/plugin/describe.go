@@ -75,9 +75,10 @@ func describe(d drivers.Driver, version string) *pluginpb.Description {
 }
 
 // implemented returns what protocol version 1 carries of what d
-// implements at driver level; it carries no sandbox-level capability.
+// implements: at driver level by type assertion; at sandbox level
+// (stream_exec) as d declares it, which the conformance suite holds d to.
 func implemented(d drivers.Driver) drivers.Set {
-	s := drivers.NewSet(drivers.CapExec)
+	s := drivers.NewSet(drivers.CapExec) | d.Capabilities().Declared&drivers.NewSet(drivers.CapStreamExec)
 	if _, ok := d.(drivers.Lister); ok {
 		s |= drivers.NewSet(drivers.CapList)
 	}

@@ -43,9 +43,9 @@
 // Protocol version 1 carries the description, config validation, image
 // reference and narrowing, isolation, provider health, acquire (with its
 // allocated callback), resume, bounded exec (stdin read whole first, at
-// most 255 MiB), release with its receipt, list by labels and destroy by
-// id. It carries no streaming exec, terminal, capture, template delete,
-// image identity, runner ingress or files yet: a plugin never declares
+// most 255 MiB), streaming exec with stdin and signals, release with its
+// receipt, list by labels and destroy by id. It carries no terminal,
+// capture, template delete, image identity, runner ingress or files yet: a plugin never declares
 // them, so the conformance suite (drivers/drivertest) holds through the
 // boundary. A plugin's stderr is discarded, and a crashed plugin is
 // started again at the next call, without backoff, its old sandbox

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +19,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
@@ -71,7 +74,7 @@ func (p Plugin) check() error {
 // drivers.ErrUnavailable.
 func refused(binary, why string) error {
 	return &errcode.Error{Target: "plugin " + binary, Message: fmt.Sprintf("The plugin %s was refused: %s.", binary, why),
-		Err: fmt.Errorf("plugin %s: refused: %s: %w", binary, why, drivers.ErrUnavailable)}
+		Err: fmt.Errorf("refused: %s: %w", why, drivers.ErrUnavailable)}
 }
 
 // Load returns the driver that the plugin p serves, from its manifest
@@ -255,7 +258,7 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 			return nil, refused(c.p.Binary, fmt.Sprintf("it speaks another protocol version than this host's %d (%v)", ProtocolVersion, err))
 		}
 		return nil, &errcode.Error{Target: "plugin " + c.p.Binary, Message: fmt.Sprintf("The plugin %s could not be started: check that it is a berth plugin built for this machine.", c.p.Binary),
-			Err: fmt.Errorf("plugin %s: start: %v: %w", c.p.Binary, err, drivers.ErrUnavailable)}
+			Err: fmt.Errorf("start: %v: %w", err, drivers.ErrUnavailable)}
 	}
 	raw, err := cp.Dispense(pluginName)
 	if err != nil {
@@ -312,15 +315,22 @@ func (c *client) conn(ctx context.Context) (pluginpb.DriverClient, error) {
 }
 
 // callErr returns the error of a call op that failed in transport: the
-// caller's context's error when it ended, else the plugin is unavailable
-// (it crashed or hung up), naming it.
+// caller's context's error when it ended (or gRPC says it did), else the
+// plugin is unavailable (it crashed or hung up), naming it.
 func (c *client) callErr(ctx context.Context, op string, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("plugin %s: %s: %w", c.p.Binary, op, ctx.Err())
+	cerr := ctx.Err()
+	switch status.Code(err) {
+	case codes.Canceled:
+		cerr = cmp.Or(cerr, context.Canceled)
+	case codes.DeadlineExceeded:
+		cerr = cmp.Or(cerr, context.DeadlineExceeded)
+	}
+	if cerr != nil {
+		return fmt.Errorf("plugin %s: %s: %w", c.p.Binary, op, cerr)
 	}
 	return &errcode.Error{Target: "plugin " + c.p.Binary,
 		Message: fmt.Sprintf("The plugin %s did not answer (it may have crashed): try again.", c.p.Binary),
-		Err:     fmt.Errorf("plugin %s: %s: %v: %w", c.p.Binary, op, err, drivers.ErrUnavailable)}
+		Err:     fmt.Errorf("%s: %v: %w", op, err, drivers.ErrUnavailable)}
 }
 
 // name is the name errors rebuilt from the plugin carry: the driver's.
@@ -508,7 +518,7 @@ func (c *client) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 				return nil, c.callErr(ctx, "acquire", err)
 			}
 		case *pluginpb.AcquireOut_Acquired:
-			return &sandbox{c: c, rpc: rpc, handle: m.Acquired.GetHandle(), id: m.Acquired.GetId()}, nil
+			return c.sandbox(rpc, m.Acquired), nil
 		case *pluginpb.AcquireOut_Error:
 			err := errorFromWire(c.name(), m.Error)
 			if cbErr != nil {
@@ -575,7 +585,18 @@ func (r resumer) Resume(ctx context.Context, cfg config.Config, id string) (driv
 	if err := errorFromWire(r.c.name(), rep.GetError()); err != nil {
 		return nil, err
 	}
-	return &sandbox{c: r.c, rpc: rpc, handle: rep.GetSandbox().GetHandle(), id: rep.GetSandbox().GetId()}, nil
+	return r.c.sandbox(rpc, rep.GetSandbox()), nil
+}
+
+// sandbox returns the live sandbox w, implementing exactly the
+// sandbox-level optional interfaces of the capabilities the plugin
+// declares.
+func (c *client) sandbox(rpc pluginpb.DriverClient, w *pluginpb.Sandbox) drivers.Sandbox {
+	sb := &sandbox{c: c, rpc: rpc, handle: w.GetHandle(), id: w.GetId()}
+	if c.caps.Declared.Has(drivers.CapStreamExec) {
+		return streamSandbox{sb}
+	}
+	return sb
 }
 
 // sandbox is a live sandbox of the plugin, by its handle there.

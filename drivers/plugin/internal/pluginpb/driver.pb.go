@@ -7,11 +7,11 @@
 // drivers/optional.go). Version 1 carries: the driver's description (name,
 // capabilities, config schema, startup budget, declared isolation), config
 // validation, image reference and narrowing, acquire (with its allocated
-// callback), bounded exec, release with its receipt, list by labels,
-// destroy by id, resume and provider health. A capability the protocol
-// does not carry yet (streaming exec, terminal, capture, template delete,
-// image identity, runner ingress, files) is never declared by a plugin:
-// declared is implemented.
+// callback), bounded exec, streaming exec with stdin and signals, release
+// with its receipt, list by labels, destroy by id, resume and provider
+// health. A capability the protocol does not carry yet (terminal, capture,
+// template delete, image identity, runner ingress, files) is never
+// declared by a plugin: declared is implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
 // status: a gRPC status means the plugin process or its transport failed.
@@ -2402,6 +2402,391 @@ func (x *DestroyRequest) GetProviderLeaseId() string {
 	return ""
 }
 
+type StartCommand struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Handle uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Argv   []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
+	Env    map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Dir    string                 `protobuf:"bytes,4,opt,name=dir,proto3" json:"dir,omitempty"`
+	// has_stdin: stdin messages follow, ended by close_stdin.
+	HasStdin      bool `protobuf:"varint,5,opt,name=has_stdin,json=hasStdin,proto3" json:"has_stdin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartCommand) Reset() {
+	*x = StartCommand{}
+	mi := &file_driver_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartCommand) ProtoMessage() {}
+
+func (x *StartCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartCommand.ProtoReflect.Descriptor instead.
+func (*StartCommand) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *StartCommand) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *StartCommand) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *StartCommand) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *StartCommand) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *StartCommand) GetHasStdin() bool {
+	if x != nil {
+		return x.HasStdin
+	}
+	return false
+}
+
+type StartIn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*StartIn_Start
+	//	*StartIn_Stdin
+	//	*StartIn_CloseStdin
+	//	*StartIn_Signal
+	Msg           isStartIn_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartIn) Reset() {
+	*x = StartIn{}
+	mi := &file_driver_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartIn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartIn) ProtoMessage() {}
+
+func (x *StartIn) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartIn.ProtoReflect.Descriptor instead.
+func (*StartIn) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *StartIn) GetMsg() isStartIn_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *StartIn) GetStart() *StartCommand {
+	if x != nil {
+		if x, ok := x.Msg.(*StartIn_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *StartIn) GetStdin() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*StartIn_Stdin); ok {
+			return x.Stdin
+		}
+	}
+	return nil
+}
+
+func (x *StartIn) GetCloseStdin() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*StartIn_CloseStdin); ok {
+			return x.CloseStdin
+		}
+	}
+	return false
+}
+
+func (x *StartIn) GetSignal() string {
+	if x != nil {
+		if x, ok := x.Msg.(*StartIn_Signal); ok {
+			return x.Signal
+		}
+	}
+	return ""
+}
+
+type isStartIn_Msg interface {
+	isStartIn_Msg()
+}
+
+type StartIn_Start struct {
+	Start *StartCommand `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type StartIn_Stdin struct {
+	Stdin []byte `protobuf:"bytes,2,opt,name=stdin,proto3,oneof"`
+}
+
+type StartIn_CloseStdin struct {
+	CloseStdin bool `protobuf:"varint,3,opt,name=close_stdin,json=closeStdin,proto3,oneof"`
+}
+
+type StartIn_Signal struct {
+	// signal is a name of driverkit.Signals ("TERM", "KILL", ...).
+	Signal string `protobuf:"bytes,4,opt,name=signal,proto3,oneof"`
+}
+
+func (*StartIn_Start) isStartIn_Msg() {}
+
+func (*StartIn_Stdin) isStartIn_Msg() {}
+
+func (*StartIn_CloseStdin) isStartIn_Msg() {}
+
+func (*StartIn_Signal) isStartIn_Msg() {}
+
+type SignalAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalAck) Reset() {
+	*x = SignalAck{}
+	mi := &file_driver_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalAck) ProtoMessage() {}
+
+func (x *SignalAck) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalAck.ProtoReflect.Descriptor instead.
+func (*SignalAck) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SignalAck) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type StartOut struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*StartOut_Started
+	//	*StartOut_Stdout
+	//	*StartOut_Stderr
+	//	*StartOut_SignalAck
+	//	*StartOut_Exit
+	//	*StartOut_Error
+	Msg           isStartOut_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartOut) Reset() {
+	*x = StartOut{}
+	mi := &file_driver_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartOut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartOut) ProtoMessage() {}
+
+func (x *StartOut) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartOut.ProtoReflect.Descriptor instead.
+func (*StartOut) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *StartOut) GetMsg() isStartOut_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *StartOut) GetStarted() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*StartOut_Started); ok {
+			return x.Started
+		}
+	}
+	return false
+}
+
+func (x *StartOut) GetStdout() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*StartOut_Stdout); ok {
+			return x.Stdout
+		}
+	}
+	return nil
+}
+
+func (x *StartOut) GetStderr() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*StartOut_Stderr); ok {
+			return x.Stderr
+		}
+	}
+	return nil
+}
+
+func (x *StartOut) GetSignalAck() *SignalAck {
+	if x != nil {
+		if x, ok := x.Msg.(*StartOut_SignalAck); ok {
+			return x.SignalAck
+		}
+	}
+	return nil
+}
+
+func (x *StartOut) GetExit() *ExecReply {
+	if x != nil {
+		if x, ok := x.Msg.(*StartOut_Exit); ok {
+			return x.Exit
+		}
+	}
+	return nil
+}
+
+func (x *StartOut) GetError() *Error {
+	if x != nil {
+		if x, ok := x.Msg.(*StartOut_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isStartOut_Msg interface {
+	isStartOut_Msg()
+}
+
+type StartOut_Started struct {
+	Started bool `protobuf:"varint,1,opt,name=started,proto3,oneof"`
+}
+
+type StartOut_Stdout struct {
+	Stdout []byte `protobuf:"bytes,2,opt,name=stdout,proto3,oneof"`
+}
+
+type StartOut_Stderr struct {
+	Stderr []byte `protobuf:"bytes,3,opt,name=stderr,proto3,oneof"`
+}
+
+type StartOut_SignalAck struct {
+	SignalAck *SignalAck `protobuf:"bytes,4,opt,name=signal_ack,json=signalAck,proto3,oneof"`
+}
+
+type StartOut_Exit struct {
+	// exit is the process's status (its stdout and stderr empty) or
+	// Wait's error.
+	Exit *ExecReply `protobuf:"bytes,5,opt,name=exit,proto3,oneof"`
+}
+
+type StartOut_Error struct {
+	// error: the process did not start.
+	Error *Error `protobuf:"bytes,6,opt,name=error,proto3,oneof"`
+}
+
+func (*StartOut_Started) isStartOut_Msg() {}
+
+func (*StartOut_Stdout) isStartOut_Msg() {}
+
+func (*StartOut_Stderr) isStartOut_Msg() {}
+
+func (*StartOut_SignalAck) isStartOut_Msg() {}
+
+func (*StartOut_Exit) isStartOut_Msg() {}
+
+func (*StartOut_Error) isStartOut_Msg() {}
+
 var File_driver_proto protoreflect.FileDescriptor
 
 const file_driver_proto_rawDesc = "" +
@@ -2586,7 +2971,34 @@ const file_driver_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"m\n" +
 	"\x0eDestroyRequest\x12/\n" +
 	"\x06config\x18\x01 \x01(\v2\x17.berth.plugin.v1.ConfigR\x06config\x12*\n" +
-	"\x11provider_lease_id\x18\x02 \x01(\tR\x0fproviderLeaseId2\xbf\a\n" +
+	"\x11provider_lease_id\x18\x02 \x01(\tR\x0fproviderLeaseId\"\xdb\x01\n" +
+	"\fStartCommand\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x12\n" +
+	"\x04argv\x18\x02 \x03(\tR\x04argv\x128\n" +
+	"\x03env\x18\x03 \x03(\v2&.berth.plugin.v1.StartCommand.EnvEntryR\x03env\x12\x10\n" +
+	"\x03dir\x18\x04 \x01(\tR\x03dir\x12\x1b\n" +
+	"\thas_stdin\x18\x05 \x01(\bR\bhasStdin\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
+	"\aStartIn\x125\n" +
+	"\x05start\x18\x01 \x01(\v2\x1d.berth.plugin.v1.StartCommandH\x00R\x05start\x12\x16\n" +
+	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
+	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
+	"closeStdin\x12\x18\n" +
+	"\x06signal\x18\x04 \x01(\tH\x00R\x06signalB\x05\n" +
+	"\x03msg\"9\n" +
+	"\tSignalAck\x12,\n" +
+	"\x05error\x18\x01 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"\x80\x02\n" +
+	"\bStartOut\x12\x1a\n" +
+	"\astarted\x18\x01 \x01(\bH\x00R\astarted\x12\x18\n" +
+	"\x06stdout\x18\x02 \x01(\fH\x00R\x06stdout\x12\x18\n" +
+	"\x06stderr\x18\x03 \x01(\fH\x00R\x06stderr\x12;\n" +
+	"\n" +
+	"signal_ack\x18\x04 \x01(\v2\x1a.berth.plugin.v1.SignalAckH\x00R\tsignalAck\x120\n" +
+	"\x04exit\x18\x05 \x01(\v2\x1a.berth.plugin.v1.ExecReplyH\x00R\x04exit\x12.\n" +
+	"\x05error\x18\x06 \x01(\v2\x16.berth.plugin.v1.ErrorH\x00R\x05errorB\x05\n" +
+	"\x03msg2\x81\b\n" +
 	"\x06Driver\x12J\n" +
 	"\bDescribe\x12 .berth.plugin.v1.DescribeRequest\x1a\x1c.berth.plugin.v1.Description\x12G\n" +
 	"\bValidate\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12L\n" +
@@ -2598,7 +3010,8 @@ const file_driver_proto_rawDesc = "" +
 	"\x06Health\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12F\n" +
 	"\aAcquire\x12\x1a.berth.plugin.v1.AcquireIn\x1a\x1b.berth.plugin.v1.AcquireOut(\x010\x01\x12G\n" +
 	"\x06Resume\x12\x1e.berth.plugin.v1.ResumeRequest\x1a\x1d.berth.plugin.v1.SandboxReply\x12@\n" +
-	"\x04Exec\x12\x1c.berth.plugin.v1.ExecRequest\x1a\x1a.berth.plugin.v1.ExecReply\x12I\n" +
+	"\x04Exec\x12\x1c.berth.plugin.v1.ExecRequest\x1a\x1a.berth.plugin.v1.ExecReply\x12@\n" +
+	"\x05Start\x12\x18.berth.plugin.v1.StartIn\x1a\x19.berth.plugin.v1.StartOut(\x010\x01\x12I\n" +
 	"\aRelease\x12\x1f.berth.plugin.v1.ReleaseRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12@\n" +
 	"\x04List\x12\x1c.berth.plugin.v1.ListRequest\x1a\x1a.berth.plugin.v1.ListReply\x12I\n" +
 	"\aDestroy\x12\x1f.berth.plugin.v1.DestroyRequest\x1a\x1d.berth.plugin.v1.ReceiptReplyB<Z:github.com/berthdev/berth/drivers/plugin/internal/pluginpbb\x06proto3"
@@ -2615,7 +3028,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_driver_proto_goTypes = []any{
 	(*Error)(nil),           // 0: berth.plugin.v1.Error
 	(*ConfigProblem)(nil),   // 1: berth.plugin.v1.ConfigProblem
@@ -2652,13 +3065,18 @@ var file_driver_proto_goTypes = []any{
 	(*SandboxInfo)(nil),     // 32: berth.plugin.v1.SandboxInfo
 	(*ListReply)(nil),       // 33: berth.plugin.v1.ListReply
 	(*DestroyRequest)(nil),  // 34: berth.plugin.v1.DestroyRequest
-	nil,                     // 35: berth.plugin.v1.StringMap.EntriesEntry
-	nil,                     // 36: berth.plugin.v1.SecretMap.EntriesEntry
-	nil,                     // 37: berth.plugin.v1.Config.FieldsEntry
-	nil,                     // 38: berth.plugin.v1.AcquireStart.LabelsEntry
-	nil,                     // 39: berth.plugin.v1.ExecRequest.EnvEntry
-	nil,                     // 40: berth.plugin.v1.ListRequest.LabelsEntry
-	nil,                     // 41: berth.plugin.v1.SandboxInfo.LabelsEntry
+	(*StartCommand)(nil),    // 35: berth.plugin.v1.StartCommand
+	(*StartIn)(nil),         // 36: berth.plugin.v1.StartIn
+	(*SignalAck)(nil),       // 37: berth.plugin.v1.SignalAck
+	(*StartOut)(nil),        // 38: berth.plugin.v1.StartOut
+	nil,                     // 39: berth.plugin.v1.StringMap.EntriesEntry
+	nil,                     // 40: berth.plugin.v1.SecretMap.EntriesEntry
+	nil,                     // 41: berth.plugin.v1.Config.FieldsEntry
+	nil,                     // 42: berth.plugin.v1.AcquireStart.LabelsEntry
+	nil,                     // 43: berth.plugin.v1.ExecRequest.EnvEntry
+	nil,                     // 44: berth.plugin.v1.ListRequest.LabelsEntry
+	nil,                     // 45: berth.plugin.v1.SandboxInfo.LabelsEntry
+	nil,                     // 46: berth.plugin.v1.StartCommand.EnvEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	1,  // 0: berth.plugin.v1.Error.config_problems:type_name -> berth.plugin.v1.ConfigProblem
@@ -2666,10 +3084,10 @@ var file_driver_proto_depIdxs = []int32{
 	4,  // 2: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
 	5,  // 3: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
 	6,  // 4: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
-	35, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
-	36, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
+	39, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
+	40, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
 	5,  // 7: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
-	37, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
+	41, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
 	8,  // 9: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
 	2,  // 10: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
 	10, // 11: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
@@ -2677,7 +3095,7 @@ var file_driver_proto_depIdxs = []int32{
 	0,  // 13: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
 	0,  // 14: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 15: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
-	38, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
+	42, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
 	0,  // 17: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
 	18, // 18: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
 	19, // 19: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
@@ -2687,49 +3105,57 @@ var file_driver_proto_depIdxs = []int32{
 	22, // 23: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
 	0,  // 24: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 25: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
-	39, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
+	43, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
 	0,  // 27: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
 	29, // 28: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
 	0,  // 29: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 30: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
-	40, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
-	41, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
+	44, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
+	45, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
 	32, // 33: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
 	0,  // 34: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 35: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
-	7,  // 36: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
-	2,  // 37: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
-	12, // 38: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
-	9,  // 39: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 40: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 41: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 42: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 43: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 44: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
-	20, // 45: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
-	25, // 46: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
-	26, // 47: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
-	28, // 48: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
-	31, // 49: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
-	34, // 50: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
-	13, // 51: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
-	14, // 52: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
-	15, // 53: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
-	16, // 54: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
-	17, // 55: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
-	15, // 56: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
-	14, // 57: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
-	23, // 58: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
-	24, // 59: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
-	27, // 60: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
-	30, // 61: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
-	33, // 62: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
-	30, // 63: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
-	51, // [51:64] is the sub-list for method output_type
-	38, // [38:51] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	46, // 36: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
+	35, // 37: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
+	0,  // 38: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
+	37, // 39: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
+	27, // 40: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
+	0,  // 41: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
+	7,  // 42: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
+	2,  // 43: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
+	12, // 44: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
+	9,  // 45: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 46: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 47: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 48: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 49: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 50: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
+	20, // 51: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
+	25, // 52: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
+	26, // 53: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
+	36, // 54: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
+	28, // 55: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
+	31, // 56: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
+	34, // 57: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
+	13, // 58: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
+	14, // 59: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
+	15, // 60: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
+	16, // 61: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
+	17, // 62: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
+	15, // 63: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
+	14, // 64: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
+	23, // 65: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
+	24, // 66: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
+	27, // 67: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
+	38, // 68: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
+	30, // 69: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
+	33, // 70: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
+	30, // 71: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
+	58, // [58:72] is the sub-list for method output_type
+	44, // [44:58] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -2760,13 +3186,27 @@ func file_driver_proto_init() {
 		(*AcquireOut_Acquired)(nil),
 		(*AcquireOut_Error)(nil),
 	}
+	file_driver_proto_msgTypes[36].OneofWrappers = []any{
+		(*StartIn_Start)(nil),
+		(*StartIn_Stdin)(nil),
+		(*StartIn_CloseStdin)(nil),
+		(*StartIn_Signal)(nil),
+	}
+	file_driver_proto_msgTypes[38].OneofWrappers = []any{
+		(*StartOut_Started)(nil),
+		(*StartOut_Stdout)(nil),
+		(*StartOut_Stderr)(nil),
+		(*StartOut_SignalAck)(nil),
+		(*StartOut_Exit)(nil),
+		(*StartOut_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -7,11 +7,11 @@
 // drivers/optional.go). Version 1 carries: the driver's description (name,
 // capabilities, config schema, startup budget, declared isolation), config
 // validation, image reference and narrowing, acquire (with its allocated
-// callback), bounded exec, release with its receipt, list by labels,
-// destroy by id, resume and provider health. A capability the protocol
-// does not carry yet (streaming exec, terminal, capture, template delete,
-// image identity, runner ingress, files) is never declared by a plugin:
-// declared is implemented.
+// callback), bounded exec, streaming exec with stdin and signals, release
+// with its receipt, list by labels, destroy by id, resume and provider
+// health. A capability the protocol does not carry yet (terminal, capture,
+// template delete, image identity, runner ingress, files) is never
+// declared by a plugin: declared is implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
 // status: a gRPC status means the plugin process or its transport failed.
@@ -47,6 +47,7 @@ const (
 	Driver_Acquire_FullMethodName        = "/berth.plugin.v1.Driver/Acquire"
 	Driver_Resume_FullMethodName         = "/berth.plugin.v1.Driver/Resume"
 	Driver_Exec_FullMethodName           = "/berth.plugin.v1.Driver/Exec"
+	Driver_Start_FullMethodName          = "/berth.plugin.v1.Driver/Start"
 	Driver_Release_FullMethodName        = "/berth.plugin.v1.Driver/Release"
 	Driver_List_FullMethodName           = "/berth.plugin.v1.Driver/List"
 	Driver_Destroy_FullMethodName        = "/berth.plugin.v1.Driver/Destroy"
@@ -85,6 +86,12 @@ type DriverClient interface {
 	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*SandboxReply, error)
 	// Exec runs a bounded command on a sandbox handle.
 	Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*ExecReply, error)
+	// Start runs a streaming process on a sandbox handle (capability
+	// stream_exec). The host sends start, then stdin data, close_stdin and
+	// signals; the plugin answers started (or error), the output as it is
+	// produced, an ack per signal in order, and exit last. Cancelling the
+	// stream ends the process tree.
+	Start(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StartIn, StartOut], error)
 	// Release ends a sandbox handle's lease; the handle is forgotten once
 	// the release succeeded.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReceiptReply, error)
@@ -205,6 +212,19 @@ func (c *driverClient) Exec(ctx context.Context, in *ExecRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *driverClient) Start(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StartIn, StartOut], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Driver_ServiceDesc.Streams[1], Driver_Start_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StartIn, StartOut]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_StartClient = grpc.BidiStreamingClient[StartIn, StartOut]
+
 func (c *driverClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReceiptReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReceiptReply)
@@ -268,6 +288,12 @@ type DriverServer interface {
 	Resume(context.Context, *ResumeRequest) (*SandboxReply, error)
 	// Exec runs a bounded command on a sandbox handle.
 	Exec(context.Context, *ExecRequest) (*ExecReply, error)
+	// Start runs a streaming process on a sandbox handle (capability
+	// stream_exec). The host sends start, then stdin data, close_stdin and
+	// signals; the plugin answers started (or error), the output as it is
+	// produced, an ack per signal in order, and exit last. Cancelling the
+	// stream ends the process tree.
+	Start(grpc.BidiStreamingServer[StartIn, StartOut]) error
 	// Release ends a sandbox handle's lease; the handle is forgotten once
 	// the release succeeded.
 	Release(context.Context, *ReleaseRequest) (*ReceiptReply, error)
@@ -314,6 +340,9 @@ func (UnimplementedDriverServer) Resume(context.Context, *ResumeRequest) (*Sandb
 }
 func (UnimplementedDriverServer) Exec(context.Context, *ExecRequest) (*ExecReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Exec not implemented")
+}
+func (UnimplementedDriverServer) Start(grpc.BidiStreamingServer[StartIn, StartOut]) error {
+	return status.Error(codes.Unimplemented, "method Start not implemented")
 }
 func (UnimplementedDriverServer) Release(context.Context, *ReleaseRequest) (*ReceiptReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
@@ -514,6 +543,13 @@ func _Driver_Exec_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_Start_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DriverServer).Start(&grpc.GenericServerStream[StartIn, StartOut]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_StartServer = grpc.BidiStreamingServer[StartIn, StartOut]
+
 func _Driver_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReleaseRequest)
 	if err := dec(in); err != nil {
@@ -628,6 +664,12 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Acquire",
 			Handler:       _Driver_Acquire_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Start",
+			Handler:       _Driver_Start_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
