@@ -53,7 +53,7 @@ func fakePlugin(t testing.TB) plugin.Plugin {
 
 func buildPlugin(dir string) (plugin.Plugin, error) {
 	bin := filepath.Join(dir, "fakeplugin")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/berthdev/berth/drivers/plugin/internal/fakeplugin").CombinedOutput()
+	out, err := goBuild(bin, "github.com/berthdev/berth/drivers/plugin/internal/fakeplugin")
 	if err != nil {
 		return plugin.Plugin{}, fmt.Errorf("go build: %v\n%s", err, out)
 	}
@@ -62,6 +62,8 @@ func buildPlugin(dir string) (plugin.Plugin, error) {
 	defer cancel()
 	return p, plugin.WriteManifest(ctx, p)
 }
+
+var execCommand = exec.Command
 
 func sum(path string) string {
 	f, err := os.Open(path)
