@@ -47,8 +47,13 @@
 // receipt, list by labels and destroy by id. It carries no terminal,
 // capture, template delete, image identity, runner ingress or files yet: a plugin never declares
 // them, so the conformance suite (drivers/drivertest) holds through the
-// boundary. A plugin's stderr is discarded, and a crashed plugin is
-// started again at the next call, without backoff, its old sandbox
-// handles lost (their calls fail as unavailable; List and Destroy by id
-// reach the sandboxes again).
+// boundary.
+//
+// A plugin that crashed or was killed is started again at the next call,
+// after a backoff that doubles for each crash in a row (100 ms to 30 s;
+// a call in the backoff fails as unavailable, saying when). A sandbox of
+// the dead process is resumed through the new one at its next call (a
+// driver that declares reuse), or destroyed by id at its release (one
+// that declares destroy_by_id); List and Destroy by id sweep what a
+// killed acquisition left. A plugin's stderr is discarded for now.
 package plugin

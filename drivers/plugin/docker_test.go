@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/plugin"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 )
@@ -72,9 +74,108 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_ = d.(io.Closer).Close() // the subtests' plugins are the only ones running
+
 	drivertest.RunConformanceTests(t, func(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
 		return &dockerHarness{d: load(tb, p), cfg: cfg, kernel: info.KernelVersion}, nil
 	})
+	t.Run("kill -9 during exec, then release through the new process", func(t *testing.T) { testDockerKillExec(t, p, cfg) })
+	t.Run("kill -9 during acquire, then a sweep through the new process", func(t *testing.T) { testDockerKillAcquire(t, p, cfg) })
+}
+
+// The container outlives the killed plugin: the sandbox is resumed
+// through the new process (exec works again) and released through it,
+// and a list by its labels finds nothing after.
+func testDockerKillExec(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	labels := map[string]string{"test.berth/case": "kill-exec"}
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sleep", "300"}})
+		errc <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	killPlugin(t, p.Binary)
+	if err := <-errc; errcode.Code(err) != errcode.Unavailable {
+		t.Fatalf("Exec through the killed plugin: %v, want unavailable", err)
+	}
+	var res *drivers.Result
+	if err := eventually(func() (err error) {
+		res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
+		return err
+	}); err != nil || string(res.Stdout) != "resumed\n" {
+		t.Fatalf("Exec after the restart: %+v, %v", res, err)
+	}
+	killPlugin(t, p.Binary)
+	var r drivers.Receipt
+	if err := eventually(func() (err error) { r, err = sb.Release(ctx, drivers.Destroy); return err }); err != nil || !r.Proves(sb.ID(), drivers.Destroy) {
+		t.Fatalf("Release after a second kill: %+v, %v", r, err)
+	}
+	if left := listed(t, d, cfg, labels); len(left) != 0 {
+		t.Errorf("after the release, a list by labels finds %v", left)
+	}
+}
+
+// A plugin killed while it creates a container leaves at most that
+// container, which a sweep (list by labels, destroy by id) through the
+// new process removes.
+func testDockerKillAcquire(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	labels := map[string]string{"test.berth/case": "kill-acquire"}
+	// Start the plugin, so that the kill lands in the acquisition.
+	if _, err := d.(drivers.Lister).List(ctx, cfg, labels); err != nil {
+		t.Fatal(err)
+	}
+	allocated := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: labels, Allocated: func(context.Context, string) error {
+			close(allocated)
+			time.Sleep(time.Second) // the lease store's write, during which the plugin dies
+			return nil
+		}})
+		errc <- err
+	}()
+	select {
+	case <-allocated:
+	case err := <-errc:
+		t.Fatalf("Acquire returned before the allocation: %v", err)
+	}
+	killPlugin(t, p.Binary)
+	if err := <-errc; errcode.Code(err) != errcode.Unavailable {
+		t.Fatalf("Acquire through the killed plugin: %v, want unavailable", err)
+	}
+	var left []drivers.SandboxInfo
+	if err := eventually(func() (err error) { left, err = d.(drivers.Lister).List(ctx, cfg, labels); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 {
+		t.Errorf("the killed acquisition left %d containers, want the one allocated", len(left))
+	}
+	for _, sb := range left {
+		r, err := d.(drivers.Destroyer).Destroy(ctx, cfg, sb.ProviderLeaseID)
+		if err != nil || !r.Proves(sb.ProviderLeaseID, drivers.Destroy) {
+			t.Errorf("sweep: destroy %s: %+v, %v", sb.ProviderLeaseID, r, err)
+		}
+	}
+	if left := listed(t, d, cfg, labels); len(left) != 0 {
+		t.Errorf("after the sweep, a list by labels finds %v", left)
+	}
+}
+
+func listed(t *testing.T, d drivers.Driver, cfg config.Config, labels map[string]string) []drivers.SandboxInfo {
+	t.Helper()
+	infos, err := d.(drivers.Lister).List(t.Context(), cfg, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return infos
 }
 
 // goBuild builds pkg into bin.

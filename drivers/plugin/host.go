@@ -149,11 +149,22 @@ type client struct {
 	isoDflt  drivers.Isolation
 	narrowed drivers.Set // what a failed narrowing call takes away: all but exec
 
-	mu     sync.Mutex
-	gp     *goplugin.Client
-	rpc    pluginpb.DriverClient
-	failed error // a refused handshake: every later call fails with it
+	mu        sync.Mutex
+	gp        *goplugin.Client
+	rpc       pluginpb.DriverClient
+	gen       uint64    // counts the processes started; a sandbox handle is one process's
+	startedAt time.Time // of the running process
+	crashes   int       // the processes that exited in a row, each within a minute of its start
+	nextStart time.Time // no start before it (backoff after a crash)
+	failed    error     // a refused handshake: every later call fails with it
 }
+
+// Restarts after a crash wait restartBackoff, doubled for each crash in a
+// row, at most maxRestartBackoff.
+const (
+	restartBackoff    = 100 * time.Millisecond
+	maxRestartBackoff = 30 * time.Second
+)
 
 // init builds the static declaration and the schema from the manifest.
 func (c *client) init() error {
@@ -277,26 +288,47 @@ func mustHex(s string) []byte {
 // conn returns the client of the running plugin, starting it (again, if
 // it exited) and checking its handshake against the manifest.
 func (c *client) conn(ctx context.Context) (pluginpb.DriverClient, error) {
+	rpc, _, err := c.connGen(ctx)
+	return rpc, err
+}
+
+// connGen is conn, with the generation of the process (a sandbox handle
+// is valid in the process that made it only). A process that exited (a
+// crash, a kill) is started again at the next call, after a backoff that
+// doubles for each crash in a row (100 ms to 30 s); a call in the backoff
+// fails as unavailable, naming the plugin and when it is restarted.
+func (c *client) connGen(ctx context.Context) (pluginpb.DriverClient, uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.failed != nil {
-		return nil, c.failed
+		return nil, 0, c.failed
 	}
 	if c.rpc != nil && !c.gp.Exited() {
-		return c.rpc, nil
+		return c.rpc, c.gen, nil
 	}
-	if c.gp != nil {
+	if c.gp != nil { // it exited
 		c.gp.Kill()
 		c.gp, c.rpc = nil, nil
+		if time.Since(c.startedAt) > time.Minute {
+			c.crashes = 0
+		}
+		c.crashes++
+		c.nextStart = time.Now().Add(min(restartBackoff<<(c.crashes-1), maxRestartBackoff))
+	}
+	if wait := time.Until(c.nextStart); wait > 0 {
+		return nil, 0, &errcode.Error{Target: "plugin " + c.p.Binary,
+			Message: fmt.Sprintf("The plugin %s exited and is started again in %s: try again then.", c.p.Binary, wait.Round(time.Millisecond)),
+			Err:     fmt.Errorf("exited (%d in a row); restarted in %s: %w", c.crashes, wait.Round(time.Millisecond), drivers.ErrUnavailable)}
 	}
 	rpc, err := c.start()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	w, err := rpc.Describe(ctx, &pluginpb.DescribeRequest{})
 	if err != nil {
 		c.gp.Kill()
-		return nil, c.callErr(ctx, "describe", err)
+		c.gp = nil
+		return nil, 0, c.callErr(ctx, "describe", err)
 	}
 	got, err := descriptionFromWire(w)
 	diff := ""
@@ -307,11 +339,12 @@ func (c *client) conn(ctx context.Context) (pluginpb.DriverClient, error) {
 	}
 	if diff != "" {
 		c.gp.Kill()
+		c.gp = nil
 		c.failed = refused(c.p.Binary, "its handshake disagrees with its manifest: "+diff)
-		return nil, c.failed
+		return nil, 0, c.failed
 	}
-	c.rpc = rpc
-	return rpc, nil
+	c.rpc, c.gen, c.startedAt = rpc, c.gen+1, time.Now()
+	return rpc, c.gen, nil
 }
 
 // callErr returns the error of a call op that failed in transport: the
@@ -486,7 +519,7 @@ func (c *client) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 	if req.Runner != nil {
 		return nil, fmt.Errorf("driver %q (plugin %s): capability runner_ingress: %w", c.Name(), c.p.Binary, drivers.ErrUnsupported)
 	}
-	rpc, err := c.conn(ctx)
+	rpc, gen, err := c.connGen(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -518,7 +551,7 @@ func (c *client) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 				return nil, c.callErr(ctx, "acquire", err)
 			}
 		case *pluginpb.AcquireOut_Acquired:
-			return c.sandbox(rpc, m.Acquired), nil
+			return c.sandbox(rpc, gen, cfg, m.Acquired), nil
 		case *pluginpb.AcquireOut_Error:
 			err := errorFromWire(c.name(), m.Error)
 			if cbErr != nil {
@@ -574,7 +607,7 @@ func (d destroyer) Destroy(ctx context.Context, cfg config.Config, id string) (d
 
 // Resume implements drivers.Resumer through the plugin.
 func (r resumer) Resume(ctx context.Context, cfg config.Config, id string) (drivers.Sandbox, error) {
-	rpc, err := r.c.conn(ctx)
+	rpc, gen, err := r.c.connGen(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -585,27 +618,63 @@ func (r resumer) Resume(ctx context.Context, cfg config.Config, id string) (driv
 	if err := errorFromWire(r.c.name(), rep.GetError()); err != nil {
 		return nil, err
 	}
-	return r.c.sandbox(rpc, rep.GetSandbox()), nil
+	return r.c.sandbox(rpc, gen, cfg, rep.GetSandbox()), nil
 }
 
 // sandbox returns the live sandbox w, implementing exactly the
 // sandbox-level optional interfaces of the capabilities the plugin
 // declares.
-func (c *client) sandbox(rpc pluginpb.DriverClient, w *pluginpb.Sandbox) drivers.Sandbox {
-	sb := &sandbox{c: c, rpc: rpc, handle: w.GetHandle(), id: w.GetId()}
+func (c *client) sandbox(rpc pluginpb.DriverClient, gen uint64, cfg config.Config, w *pluginpb.Sandbox) drivers.Sandbox {
+	sb := &sandbox{c: c, cfg: cfg.Clone(), rpc: rpc, gen: gen, handle: w.GetHandle(), id: w.GetId()}
 	if c.caps.Declared.Has(drivers.CapStreamExec) {
 		return streamSandbox{sb}
 	}
 	return sb
 }
 
-// sandbox is a live sandbox of the plugin, by its handle there.
+// sandbox is a live sandbox of the plugin, by its handle in the process
+// of generation gen.
 type sandbox struct {
 	c        *client
-	rpc      pluginpb.DriverClient
-	handle   uint64
+	cfg      config.Config // Acquire's or Resume's, to resume the sandbox in a new process
 	id       string
 	released atomic.Bool
+
+	mu     sync.Mutex
+	rpc    pluginpb.DriverClient
+	gen    uint64
+	handle uint64
+}
+
+// live returns the client and the handle of the sandbox in the running
+// process. When the plugin was started again since the handle was made
+// (it crashed), the sandbox is resumed through the new process (a driver
+// that declares reuse); else its handle is lost: an error of code
+// unavailable says so.
+func (s *sandbox) live(ctx context.Context) (pluginpb.DriverClient, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rpc, gen, err := s.c.connGen(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if gen == s.gen {
+		return s.rpc, s.handle, nil
+	}
+	if !s.c.caps.Declared.Has(drivers.CapReuse) {
+		return nil, 0, &errcode.Error{Target: "plugin " + s.c.p.Binary,
+			Message: fmt.Sprintf("The plugin %s was restarted and cannot resume the sandbox %s: release it by id.", s.c.p.Binary, s.id),
+			Err:     fmt.Errorf("sandbox %q: the plugin restarted and its driver does not resume: %w", s.id, drivers.ErrUnavailable)}
+	}
+	rep, err := rpc.Resume(ctx, &pluginpb.ResumeRequest{Config: configToWire(s.cfg), ProviderLeaseId: s.id})
+	if err != nil {
+		return nil, 0, s.c.callErr(ctx, "resume after a restart", err)
+	}
+	if err := errorFromWire(s.c.name(), rep.GetError()); err != nil {
+		return nil, 0, fmt.Errorf("sandbox %q: resume after the plugin restarted: %w", s.id, err)
+	}
+	s.rpc, s.gen, s.handle = rpc, gen, rep.GetSandbox().GetHandle()
+	return rpc, s.handle, nil
 }
 
 // ID returns the provider lease id.
@@ -617,7 +686,11 @@ func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 	if s.released.Load() {
 		return nil, fmt.Errorf("sandbox %q: exec: %w", s.id, drivers.ErrReleased)
 	}
-	req := &pluginpb.ExecRequest{Handle: s.handle, Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, OutputLimit: int64(cmd.OutputLimit)}
+	rpc, handle, err := s.live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := &pluginpb.ExecRequest{Handle: handle, Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, OutputLimit: int64(cmd.OutputLimit)}
 	if cmd.Stdin != nil {
 		const most = maxMessage - 1<<20
 		b, err := io.ReadAll(io.LimitReader(cmd.Stdin, most+1))
@@ -629,7 +702,7 @@ func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 		}
 		req.Stdin, req.HasStdin = b, true
 	}
-	r, err := s.rpc.Exec(ctx, req)
+	r, err := rpc.Exec(ctx, req)
 	if err != nil {
 		return nil, s.c.callErr(ctx, "exec", err)
 	}
@@ -640,12 +713,26 @@ func (s *sandbox) Exec(ctx context.Context, cmd drivers.Command) (*drivers.Resul
 		Truncated: r.GetTruncated(), Duration: time.Duration(r.GetDurationNs())}, nil
 }
 
-// Release releases the sandbox through the plugin.
+// Release releases the sandbox through the plugin. After a restart of
+// the plugin, a sandbox its driver cannot resume is destroyed by id (a
+// driver that declares destroy_by_id) when d is Destroy.
 func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
 	if s.released.Load() {
 		return drivers.Receipt{}, fmt.Errorf("sandbox %q: release: %w", s.id, drivers.ErrReleased)
 	}
-	r, err := s.rpc.Release(ctx, &pluginpb.ReleaseRequest{Handle: s.handle, Disposition: d.String()})
+	rpc, handle, err := s.live(ctx)
+	if err != nil {
+		if d != drivers.Destroy || !s.c.caps.Declared.Has(drivers.CapDestroyByID) {
+			return drivers.Receipt{}, err
+		}
+		r, derr := destroyer{s.c}.Destroy(ctx, s.cfg, s.id)
+		if derr != nil {
+			return r, fmt.Errorf("%w (destroy by id: %w)", err, derr)
+		}
+		s.released.Store(true)
+		return r, nil
+	}
+	r, err := rpc.Release(ctx, &pluginpb.ReleaseRequest{Handle: handle, Disposition: d.String()})
 	if err != nil {
 		return drivers.Receipt{}, s.c.callErr(ctx, "release", err)
 	}

@@ -148,12 +148,16 @@ func (s streamSandbox) Start(ctx context.Context, cmd drivers.Command, stdout, s
 	if s.released.Load() {
 		return nil, fmt.Errorf("sandbox %q: start: %w", s.id, drivers.ErrReleased)
 	}
-	st, err := s.rpc.Start(ctx)
+	rpc, handle, err := s.live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := rpc.Start(ctx)
 	if err != nil {
 		return nil, s.c.callErr(ctx, "start", err)
 	}
 	p := &process{s: s.sandbox, st: st, ctx: ctx, done: make(chan struct{}), acks: make(chan error, 1)}
-	start := &pluginpb.StartCommand{Handle: s.handle, Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, HasStdin: cmd.Stdin != nil}
+	start := &pluginpb.StartCommand{Handle: handle, Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, HasStdin: cmd.Stdin != nil}
 	if err := p.send(&pluginpb.StartIn{Msg: &pluginpb.StartIn_Start{Start: start}}); err != nil {
 		return nil, s.c.callErr(ctx, "start", err)
 	}
