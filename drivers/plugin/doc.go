@@ -10,7 +10,10 @@
 // A host loads it by its path and the operator's pin, and passes the
 // driver in Options.Drivers like a compiled one:
 //
-//	d, err := plugin.Load(plugin.Plugin{Binary: "/opt/berth/plugins/acme", SHA256: pin})
+//	d, err := plugin.Load(plugin.Plugin{Binary: "/opt/berth/plugins/acme", SHA256: pin}, nil)
+//
+// or every plugin of a directory whose pins file (PinsFile, in the form
+// sha256sum prints) the operator wrote: plugin.LoadDir("/opt/berth/plugins", opts).
 //
 // Load reads the manifest beside the binary (Binary + ManifestSuffix,
 // written once by WriteManifest): the driver's name, the plugin's version,
@@ -55,5 +58,6 @@
 // the dead process is resumed through the new one at its next call (a
 // driver that declares reuse), or destroyed by id at its release (one
 // that declares destroy_by_id); List and Destroy by id sweep what a
-// killed acquisition left. A plugin's stderr is discarded for now.
+// killed acquisition left. A plugin's stderr goes to Options.Logger, a
+// line at most 1 KiB and 1000 lines per process.
 package plugin

@@ -86,7 +86,9 @@ func refused(binary, why string) error {
 // call fails naming the difference. Close ends the process. A manifest
 // that records another SHA-256 than the pin, or another protocol version
 // than ProtocolVersion, is refused here, naming both.
-func Load(p Plugin) (drivers.Driver, error) {
+//
+// opts, if not nil, says where the plugin's stderr goes.
+func Load(p Plugin, opts *Options) (drivers.Driver, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func Load(p Plugin) (drivers.Driver, error) {
 	if m.ProtocolVersion != ProtocolVersion {
 		return nil, refused(p.Binary, fmt.Sprintf("its manifest says protocol version %d, this host speaks version %d", m.ProtocolVersion, ProtocolVersion))
 	}
-	c := &client{p: p, desc: m.description}
+	c := &client{p: p, desc: m.description, opts: cmp.Or(opts, &Options{})}
 	if err := c.init(); err != nil {
 		return nil, refused(p.Binary, "its manifest: "+err.Error())
 	}
@@ -119,7 +121,7 @@ func WriteManifest(ctx context.Context, p Plugin) error {
 	if err := p.check(); err != nil {
 		return err
 	}
-	c := &client{p: p}
+	c := &client{p: p, opts: &Options{}}
 	defer c.Close()
 	rpc, err := c.start()
 	if err != nil {
@@ -143,6 +145,7 @@ func WriteManifest(ctx context.Context, p Plugin) error {
 // client is the host's side of one plugin: the driver berth sees.
 type client struct {
 	p        Plugin
+	opts     *Options
 	desc     description
 	caps     drivers.Capabilities
 	schema   *config.Schema
@@ -249,7 +252,7 @@ func (c *client) driver() drivers.Driver {
 
 // start starts the plugin process, pinned, and returns its client.
 func (c *client) start() (pluginpb.DriverClient, error) {
-	gp := goplugin.NewClient(&goplugin.ClientConfig{
+	cfg := &goplugin.ClientConfig{
 		HandshakeConfig:  handshake,
 		Plugins:          goplugin.PluginSet{pluginName: &grpcPlugin{}},
 		Cmd:              exec.Command(c.p.Binary),
@@ -258,7 +261,11 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 		Logger:           hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: io.Discard, Level: hclog.Off}),
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage),
 			grpc.MaxCallSendMsgSize(maxMessage))},
-	})
+	}
+	if c.opts.Logger != nil {
+		cfg.Stderr = newStderrLog(c.opts.Logger, c.p.Binary)
+	}
+	gp := goplugin.NewClient(cfg)
 	cp, err := gp.Client()
 	if err != nil {
 		gp.Kill()

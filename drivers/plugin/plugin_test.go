@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,7 +88,7 @@ func TestMain(m *testing.M) {
 // load loads p and closes it at the end of the test.
 func load(t testing.TB, p plugin.Plugin) drivers.Driver {
 	t.Helper()
-	d, err := plugin.Load(p)
+	d, err := plugin.Load(p, nil)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -158,8 +159,9 @@ func mark(t *testing.T) func() bool {
 
 // Listing a plugin driver reads its manifest: no process starts.
 func TestListingStartsNothing(t *testing.T) {
+	p := fakePlugin(t) // built and its manifest written before the mark
 	started := mark(t)
-	d := load(t, fakePlugin(t))
+	d := load(t, p)
 	info := drivers.NewRegistry(d).List()
 	if len(info) != 1 || info[0].Name != "fake" || !info[0].Available || info[0].Effective != d.Capabilities().Declared {
 		t.Errorf("listing: %+v", info)
@@ -188,7 +190,7 @@ func TestListingStartsNothing(t *testing.T) {
 func TestPinMismatchNeverStarts(t *testing.T) {
 	p := fakePlugin(t)
 	started := mark(t)
-	if _, err := plugin.Load(plugin.Plugin{Binary: p.Binary, SHA256: strings.Repeat("0", 64)}); err == nil ||
+	if _, err := plugin.Load(plugin.Plugin{Binary: p.Binary, SHA256: strings.Repeat("0", 64)}, nil); err == nil ||
 		!errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "pin") {
 		t.Errorf("Load with another pin: %v, want a refusal naming the pin", err)
 	}
@@ -282,7 +284,7 @@ func TestProtocolVersionOfManifest(t *testing.T) {
 	if err := os.WriteFile(bin+plugin.ManifestSuffix, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = plugin.Load(plugin.Plugin{Binary: bin, SHA256: p.SHA256})
+	_, err = plugin.Load(plugin.Plugin{Binary: bin, SHA256: p.SHA256}, nil)
 	if err == nil || !strings.Contains(err.Error(), "protocol version 2, this host speaks version 1") {
 		t.Errorf("Load of a manifest of protocol version 2: %v", err)
 	}
@@ -322,5 +324,90 @@ func TestErrorsCrossTheBoundary(t *testing.T) {
 	// Resume of an unknown id is errcode's not found.
 	if _, err := d.(drivers.Resumer).Resume(ctx, config.Config{}, "fake-999"); !errors.Is(err, errcode.ErrNotFound) {
 		t.Errorf("Resume(fake-999): %v, want not found", err)
+	}
+}
+
+// A plugin's stderr goes to the host's logger, line by line, bounded: a
+// line at 1 KiB, 1000 lines per process, then one warning.
+func TestStderrGoesToTheLogger(t *testing.T) {
+	p := fakePlugin(t)
+	t.Setenv("BERTH_FAKEPLUGIN_STDERR", "1005")
+	var mu sync.Mutex
+	var buf strings.Builder
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(b)
+	}), nil))
+	d, err := plugin.Load(p, &plugin.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.(io.Closer).Close()
+	if _, err := d.(drivers.Lister).List(t.Context(), config.Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		text := buf.String()
+		mu.Unlock()
+		got = got[:0]
+		for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil {
+				got = append(got, m)
+			}
+		}
+		if len(got) >= 1001 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(got) != 1001 {
+		t.Fatalf("%d log records, want 1000 lines and one warning", len(got))
+	}
+	if got[0]["line"] != "fakeplugin line 0" || got[0]["plugin"] != p.Binary {
+		t.Errorf("first record: %v", got[0])
+	}
+	if got[999]["line"] != "fakeplugin line 999" {
+		t.Errorf("record 1000: %v", got[999])
+	}
+	if got[1000]["level"] != "WARN" || !strings.Contains(fmt.Sprint(got[1000]["msg"]), "dropped") {
+		t.Errorf("last record: %v, want the warning that lines are dropped", got[1000])
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// A directory's pins file, as sha256sum writes it, lists its plugins.
+func TestLoadDir(t *testing.T) {
+	p := fakePlugin(t)
+	dir := filepath.Dir(p.Binary)
+	pins := filepath.Join(dir, plugin.PinsFile)
+	t.Cleanup(func() { os.Remove(pins) })
+	write := func(s string) {
+		if err := os.WriteFile(pins, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# reviewed\n" + p.SHA256 + "  " + filepath.Base(p.Binary) + "\n")
+	ds, err := plugin.LoadDir(dir, nil)
+	if err != nil || len(ds) != 1 || ds[0].Name() != "fake" {
+		t.Fatalf("LoadDir: %v, %v", ds, err)
+	}
+	_ = ds[0].(io.Closer).Close()
+	for _, bad := range []string{
+		strings.Repeat("0", 64) + "  " + filepath.Base(p.Binary) + "\n", // another pin
+		p.SHA256 + "  ../" + filepath.Base(p.Binary) + "\n",             // outside the directory
+		p.SHA256 + "\n", // no name
+	} {
+		write(bad)
+		if _, err := plugin.LoadDir(dir, nil); err == nil || !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("LoadDir with %q: %v, want an error naming line 1", bad, err)
+		}
 	}
 }

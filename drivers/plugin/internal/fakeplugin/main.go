@@ -3,14 +3,18 @@
 // answers the conformance suite's scripts (drivertest.ScriptHandlers) and
 // two commands of its own: "fail REASON", whose Exec fails with the
 // driver contract's sentinel of that reason (auth_failed, transient,
-// image_not_found), and, when BERTH_FAKEPLUGIN_MARK names a file, it
-// creates that file when it starts, so that a test sees whether it ran.
+// image_not_found). When BERTH_FAKEPLUGIN_MARK names a file, it creates
+// that file when it starts, so that a test sees whether it ran; when
+// BERTH_FAKEPLUGIN_STDERR is a number N, it writes N numbered lines and one
+// of 5000 bytes to its stderr when it starts.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
@@ -27,6 +31,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "fakeplugin:", err)
 			os.Exit(2)
 		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("BERTH_FAKEPLUGIN_STDERR")); err == nil {
+		for i := range n {
+			fmt.Fprintf(os.Stderr, "fakeplugin line %d\n", i)
+		}
+		fmt.Fprintln(os.Stderr, strings.Repeat("x", 5000))
 	}
 	hs := map[string]fake.HandlerFunc{}
 	for script, h := range drivertest.ScriptHandlers() {
