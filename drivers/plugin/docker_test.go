@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +28,68 @@ type dockerHarness struct {
 	d      drivers.Driver
 	cfg    config.Config
 	kernel string
+	broken *brokenDocker
+}
+
+// brokenDocker are the targets of the error table, as the Docker driver's
+// own harness makes them: an engine socket nothing listens on, and an
+// image in a registry that wants credentials.
+type brokenDocker struct {
+	deadHost string
+	authImg  string
+	noImage  string
+}
+
+const (
+	authUser     = "berth"
+	authPassword = "conformance-password"
+)
+
+func newBrokenDocker(t *testing.T, reg *testenv.Registry) *brokenDocker {
+	cli := testenv.Docker(t)
+	var locked atomic.Bool
+	authReg := testenv.StartRegistry(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); locked.Load() && (!ok || u != authUser || p != authPassword) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="berth-conformance"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	img := testimage.Busybox(t, authReg, nil)
+	locked.Store(true)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, authReg.Host)
+	return &brokenDocker{deadHost: "unix://" + filepath.Join(t.TempDir(), "dead.sock"), authImg: img.Ref,
+		noImage: reg.Host + "/berth/no-such-image@sha256:" + strings.Repeat("0", 64)}
+}
+
+// Broken implements drivertest.FailureHarness: every failure the Docker
+// driver has lives in its config, so it crosses the boundary as the
+// driver's own error.
+func (h *dockerHarness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
+	raw := map[string]any{}
+	for k, v := range h.cfg {
+		raw[k] = v
+	}
+	switch f {
+	case drivertest.FailUnreachable:
+		raw["host"] = h.broken.deadHost
+		return drivertest.Broken{Config: raw, Layer: drivers.ErrUnavailable}, true
+	case drivertest.FailBadCredentials:
+		raw["image"], raw["registry_auth"] = h.broken.authImg, authUser+":not-"+authPassword
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailMissingCredentials:
+		raw["image"], raw["registry_auth"] = h.broken.authImg, map[string]any{"$secret": "conformance-registry", "version": 1}
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailUnknownImage:
+		raw["image"] = h.broken.noImage
+		return drivertest.Broken{Config: raw}, true
+	}
+	return drivertest.Broken{}, false
 }
 
 func (h *dockerHarness) Driver() drivers.Driver { return h.d }
@@ -75,9 +140,10 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = d.(io.Closer).Close() // the subtests' plugins are the only ones running
+	broken := newBrokenDocker(t, reg)
 
 	drivertest.RunConformanceTests(t, func(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
-		return &dockerHarness{d: load(tb, p), cfg: cfg, kernel: info.KernelVersion}, nil
+		return &dockerHarness{d: load(tb, p), cfg: cfg, kernel: info.KernelVersion, broken: broken}, nil
 	})
 	t.Run("kill -9 during exec, then release through the new process", func(t *testing.T) { testDockerKillExec(t, p, cfg) })
 	t.Run("kill -9 during acquire, then a sweep through the new process", func(t *testing.T) { testDockerKillAcquire(t, p, cfg) })
