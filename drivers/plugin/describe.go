@@ -76,9 +76,13 @@ func describe(d drivers.Driver, version string) *pluginpb.Description {
 
 // implemented returns what protocol version 1 carries of what d
 // implements: at driver level by type assertion; at sandbox level
-// (stream_exec) as d declares it, which the conformance suite holds d to.
+// (stream_exec, image_identity, template_capture) as d declares it, which
+// the conformance suite holds d to.
 func implemented(d drivers.Driver) drivers.Set {
-	s := drivers.NewSet(drivers.CapExec) | d.Capabilities().Declared&drivers.NewSet(drivers.CapStreamExec)
+	s := drivers.NewSet(drivers.CapExec) | d.Capabilities().Declared&drivers.NewSet(drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture)
+	if _, ok := d.(drivers.TemplateDeleter); ok {
+		s |= drivers.NewSet(drivers.CapTemplateDelete)
+	}
 	if _, ok := d.(drivers.Lister); ok {
 		s |= drivers.NewSet(drivers.CapList)
 	}

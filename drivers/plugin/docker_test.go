@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/plugin"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
 )
@@ -97,13 +98,21 @@ func (h *dockerHarness) Config() config.Config  { return h.cfg.Clone() }
 func (h *dockerHarness) Close()                 {}
 func (h *dockerHarness) Parallel() int          { return 8 }
 
+// ConfigWithImage implements drivertest.ImageHarness.
+func (h *dockerHarness) ConfigWithImage(id images.Identity) (config.Config, bool) {
+	c := h.cfg.Clone()
+	c["image"] = id.String()
+	return c, true
+}
+
 // HostKernel implements drivertest.IsolationHarness: the engine's kernel.
 func (h *dockerHarness) HostKernel(context.Context) (string, error) { return h.kernel, nil }
 
 // The Docker driver's conformance suite, against the real engine, through
 // a plugin: what the plugin declares (exec, stream_exec, reuse, list,
-// destroy_by_id) passes; what the protocol does not carry yet (terminal,
-// capture, image identity, runner ingress, files) is not declared.
+// destroy_by_id, image_identity, template_capture, template_delete)
+// passes; what the protocol does not carry yet (terminal, runner ingress,
+// files) is not declared.
 func TestDockerConformanceThroughPlugin(t *testing.T) {
 	cli := testenv.Docker(t)
 	reg := testenv.StartRegistry(t, nil)
@@ -113,6 +122,7 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	_, _ = rand.Read(b)
 	run := hex.EncodeToString(b)
 	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveImagesAtCleanup(t, cli, runLabel, run)
 	testenv.RemoveContainersAtCleanup(t, cli, runLabel, run)
 	info, err := cli.Info(t.Context())
 	if err != nil {
@@ -131,7 +141,8 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	}
 	t.Logf("built the Docker plugin and wrote its manifest in %s", time.Since(start).Round(time.Millisecond))
 	d := load(t, p)
-	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID)
+	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete)
 	if got := d.Capabilities().Declared; got != want&docker.New(nil).Capabilities().Declared {
 		t.Errorf("the Docker plugin declares %s, want %s", got, want&docker.New(nil).Capabilities().Declared)
 	}

@@ -203,52 +203,9 @@ func (c *client) init() error {
 
 // driver returns c as a value that implements exactly the driver-level
 // optional interfaces of the capabilities the plugin declares.
-func (c *client) driver() drivers.Driver {
-	l, d, r := c.caps.Declared.Has(drivers.CapList), c.caps.Declared.Has(drivers.CapDestroyByID), c.caps.Declared.Has(drivers.CapReuse)
-	switch {
-	case l && d && r:
-		return struct {
-			*client
-			lister
-			destroyer
-			resumer
-		}{c, lister{c}, destroyer{c}, resumer{c}}
-	case l && d:
-		return struct {
-			*client
-			lister
-			destroyer
-		}{c, lister{c}, destroyer{c}}
-	case l && r:
-		return struct {
-			*client
-			lister
-			resumer
-		}{c, lister{c}, resumer{c}}
-	case d && r:
-		return struct {
-			*client
-			destroyer
-			resumer
-		}{c, destroyer{c}, resumer{c}}
-	case l:
-		return struct {
-			*client
-			lister
-		}{c, lister{c}}
-	case d:
-		return struct {
-			*client
-			destroyer
-		}{c, destroyer{c}}
-	case r:
-		return struct {
-			*client
-			resumer
-		}{c, resumer{c}}
-	}
-	return c
-}
+func (c *client) driver() drivers.Driver { return driverOf(c, c.caps.Declared) }
+
+//go:generate go run ./internal/combogen
 
 // start starts the plugin process, pinned, and returns its client.
 func (c *client) start() (pluginpb.DriverClient, error) {
@@ -633,10 +590,7 @@ func (r resumer) Resume(ctx context.Context, cfg config.Config, id string) (driv
 // declares.
 func (c *client) sandbox(rpc pluginpb.DriverClient, gen uint64, cfg config.Config, w *pluginpb.Sandbox) drivers.Sandbox {
 	sb := &sandbox{c: c, cfg: cfg.Clone(), rpc: rpc, gen: gen, handle: w.GetHandle(), id: w.GetId()}
-	if c.caps.Declared.Has(drivers.CapStreamExec) {
-		return streamSandbox{sb}
-	}
-	return sb
+	return sandboxOf(sb, c.caps.Declared)
 }
 
 // sandbox is a live sandbox of the plugin, by its handle in the process

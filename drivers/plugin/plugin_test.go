@@ -23,6 +23,7 @@ import (
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/plugin"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/retry"
 )
 
@@ -108,6 +109,18 @@ func (h *harness) Config() config.Config {
 	return cfg
 }
 
+// ConfigWithImage implements drivertest.ImageHarness, as the fake's own
+// harness does.
+func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
+	ref := id.String()
+	if id.SnapshotID() != "" {
+		ref = "snapshot:" + id.SnapshotID()
+	}
+	cfg := h.Config()
+	cfg["image"] = ref
+	return cfg, true
+}
+
 // Close does nothing: the maker ends the plugin in a cleanup of the
 // subtest's, which runs after the suite's own cleanups have released the
 // sandboxes through it.
@@ -137,15 +150,24 @@ func TestConformanceThroughPlugin(t *testing.T) {
 // fake's capabilities, and the host's driver implements exactly those.
 func TestDeclaredIsCarried(t *testing.T) {
 	d := load(t, fakePlugin(t))
-	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID)
+	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete)
 	if got := d.Capabilities().Declared; got != want {
 		t.Errorf("declared %s, want %s", got, want)
 	}
 	if _, ok := d.(drivers.Lister); !ok {
 		t.Error("the host's driver is no drivers.Lister")
 	}
-	if _, ok := d.(drivers.TemplateDeleter); ok {
-		t.Error("the host's driver is a drivers.TemplateDeleter, which the protocol does not carry")
+	if _, ok := d.(drivers.TemplateDeleter); !ok {
+		t.Error("the host's driver is no drivers.TemplateDeleter")
+	}
+	sb, err := d.Acquire(t.Context(), config.Config{"image": fake.DefaultImage}, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Release(t.Context(), drivers.Destroy)
+	if _, ok := sb.(drivers.Terminal); ok {
+		t.Error("the host's sandbox is a drivers.Terminal, which the protocol does not carry")
 	}
 }
 

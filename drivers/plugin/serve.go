@@ -59,8 +59,9 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, cc *g
 // Run by hand rather than by a host, the binary says so and exits with
 // status 1. The host sees of d's capabilities those that d declares,
 // implements and the protocol carries (ProtocolVersion 1: exec,
-// stream_exec, reuse, list and destroy_by_id); a capability it does not
-// carry yet is not declared, so the conformance suite holds through the
+// stream_exec, reuse, list, destroy_by_id, image_identity,
+// template_capture and template_delete); a capability it does not carry
+// yet (terminal, runner_ingress, files) is not declared, so the conformance suite holds through the
 // plugin.
 func Serve(d drivers.Driver, version string) {
 	goplugin.Serve(&goplugin.ServeConfig{

@@ -139,12 +139,14 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // The host's side.
 
-// streamSandbox is a sandbox of a plugin that declares stream_exec.
-type streamSandbox struct{ *sandbox }
+// streamer gives the sandbox of a plugin that declares stream_exec its
+// drivers.StreamExecer.
+type streamer struct{ s *sandbox }
 
 // Start runs cmd through the plugin and streams its output to stdout and
 // stderr. Cancelling ctx ends the process tree.
-func (s streamSandbox) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+func (x streamer) Start(ctx context.Context, cmd drivers.Command, stdout, stderr io.Writer) (drivers.Process, error) {
+	s := x.s
 	if s.released.Load() {
 		return nil, fmt.Errorf("sandbox %q: start: %w", s.id, drivers.ErrReleased)
 	}
@@ -156,21 +158,30 @@ func (s streamSandbox) Start(ctx context.Context, cmd drivers.Command, stdout, s
 	if err != nil {
 		return nil, s.c.callErr(ctx, "start", err)
 	}
-	p := &process{s: s.sandbox, st: st, ctx: ctx, done: make(chan struct{}), acks: make(chan error, 1)}
+	p := &process{s: s, st: st, ctx: ctx, done: make(chan struct{}), acks: make(chan error, 1)}
 	start := &pluginpb.StartCommand{Handle: handle, Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, HasStdin: cmd.Stdin != nil}
 	if err := p.send(&pluginpb.StartIn{Msg: &pluginpb.StartIn_Start{Start: start}}); err != nil {
 		return nil, s.c.callErr(ctx, "start", err)
 	}
-	first, err := st.Recv()
-	if err != nil {
-		return nil, s.c.callErr(ctx, "start", err)
-	}
-	switch m := first.GetMsg().(type) {
-	case *pluginpb.StartOut_Started:
-	case *pluginpb.StartOut_Error:
-		return nil, errorFromWire(s.c.name(), m.Error)
-	default:
-		return nil, s.c.callErr(ctx, "start", errors.New("protocol: the first message is not started"))
+	// Output may come before started: the driver's process runs as soon as
+	// the driver's Start has it going.
+	for started := false; !started; {
+		m, err := st.Recv()
+		if err != nil {
+			return nil, s.c.callErr(ctx, "start", err)
+		}
+		switch m := m.GetMsg().(type) {
+		case *pluginpb.StartOut_Started:
+			started = true
+		case *pluginpb.StartOut_Stdout:
+			writeTo(stdout, m.Stdout)
+		case *pluginpb.StartOut_Stderr:
+			writeTo(stderr, m.Stderr)
+		case *pluginpb.StartOut_Error:
+			return nil, errorFromWire(s.c.name(), m.Error)
+		default:
+			return nil, s.c.callErr(ctx, "start", errors.New("protocol: a message before started"))
+		}
 	}
 	go p.receive(stdout, stderr)
 	if cmd.Stdin != nil {
@@ -203,11 +214,6 @@ func (p *process) send(m *pluginpb.StartIn) error {
 // records the exit.
 func (p *process) receive(stdout, stderr io.Writer) {
 	defer close(p.done)
-	write := func(w io.Writer, b []byte) {
-		if w != nil {
-			_, _ = w.Write(b)
-		}
-	}
 	for {
 		m, err := p.st.Recv()
 		if err != nil {
@@ -219,9 +225,9 @@ func (p *process) receive(stdout, stderr io.Writer) {
 		}
 		switch m := m.GetMsg().(type) {
 		case *pluginpb.StartOut_Stdout:
-			write(stdout, m.Stdout)
+			writeTo(stdout, m.Stdout)
 		case *pluginpb.StartOut_Stderr:
-			write(stderr, m.Stderr)
+			writeTo(stderr, m.Stderr)
 		case *pluginpb.StartOut_SignalAck:
 			select {
 			case p.acks <- errorFromWire(p.s.c.name(), m.SignalAck.GetError()):
@@ -235,6 +241,13 @@ func (p *process) receive(stdout, stderr io.Writer) {
 			p.res = &drivers.Result{ExitCode: int(m.Exit.GetExitCode()), Signal: m.Exit.GetSignal(), Duration: time.Duration(m.Exit.GetDurationNs())}
 			return
 		}
+	}
+}
+
+// writeTo writes b to w, unless w is nil (discarded).
+func writeTo(w io.Writer, b []byte) {
+	if w != nil {
+		_, _ = w.Write(b)
 	}
 }
 

@@ -20,7 +20,8 @@ import (
 
 // carried is what protocol version 1 carries: a plugin declares no other
 // capability, whatever its driver implements (declared = implemented).
-var carried = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID)
+var carried = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
+	drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete)
 
 // sentinels are the errors a driver's error may wrap that the host's
 // rebuilt error wraps too, by their name on the wire: the driver

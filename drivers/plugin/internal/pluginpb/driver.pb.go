@@ -9,8 +9,8 @@
 // validation, image reference and narrowing, acquire (with its allocated
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
-// health. A capability the protocol does not carry yet (terminal, capture,
-// template delete, image identity, runner ingress, files) is never
+// health, image identity, capture and template delete. A capability the
+// protocol does not carry yet (terminal, runner ingress, files) is never
 // declared by a plugin: declared is implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
@@ -2787,6 +2787,163 @@ func (*StartOut_Exit) isStartOut_Msg() {}
 
 func (*StartOut_Error) isStartOut_Msg() {}
 
+type HandleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleRequest) Reset() {
+	*x = HandleRequest{}
+	mi := &file_driver_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleRequest) ProtoMessage() {}
+
+func (x *HandleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleRequest.ProtoReflect.Descriptor instead.
+func (*HandleRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *HandleRequest) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+type CaptureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureRequest) Reset() {
+	*x = CaptureRequest{}
+	mi := &file_driver_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureRequest) ProtoMessage() {}
+
+func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
+func (*CaptureRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CaptureRequest) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *CaptureRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CaptureRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+type DeleteTemplateRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Config *Config                `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// identity is images.Identity's text form.
+	Identity      string `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTemplateRequest) Reset() {
+	*x = DeleteTemplateRequest{}
+	mi := &file_driver_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTemplateRequest) ProtoMessage() {}
+
+func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTemplateRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DeleteTemplateRequest) GetConfig() *Config {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *DeleteTemplateRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
 var File_driver_proto protoreflect.FileDescriptor
 
 const file_driver_proto_rawDesc = "" +
@@ -2998,7 +3155,19 @@ const file_driver_proto_rawDesc = "" +
 	"signal_ack\x18\x04 \x01(\v2\x1a.berth.plugin.v1.SignalAckH\x00R\tsignalAck\x120\n" +
 	"\x04exit\x18\x05 \x01(\v2\x1a.berth.plugin.v1.ExecReplyH\x00R\x04exit\x12.\n" +
 	"\x05error\x18\x06 \x01(\v2\x16.berth.plugin.v1.ErrorH\x00R\x05errorB\x05\n" +
-	"\x03msg2\x81\b\n" +
+	"\x03msg\"'\n" +
+	"\rHandleRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\"\xbc\x01\n" +
+	"\x0eCaptureRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12C\n" +
+	"\x06labels\x18\x03 \x03(\v2+.berth.plugin.v1.CaptureRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
+	"\x15DeleteTemplateRequest\x12/\n" +
+	"\x06config\x18\x01 \x01(\v2\x17.berth.plugin.v1.ConfigR\x06config\x12\x1a\n" +
+	"\bidentity\x18\x02 \x01(\tR\bidentity2\xef\t\n" +
 	"\x06Driver\x12J\n" +
 	"\bDescribe\x12 .berth.plugin.v1.DescribeRequest\x1a\x1c.berth.plugin.v1.Description\x12G\n" +
 	"\bValidate\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12L\n" +
@@ -3014,7 +3183,10 @@ const file_driver_proto_rawDesc = "" +
 	"\x05Start\x12\x18.berth.plugin.v1.StartIn\x1a\x19.berth.plugin.v1.StartOut(\x010\x01\x12I\n" +
 	"\aRelease\x12\x1f.berth.plugin.v1.ReleaseRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12@\n" +
 	"\x04List\x12\x1c.berth.plugin.v1.ListRequest\x1a\x1a.berth.plugin.v1.ListReply\x12I\n" +
-	"\aDestroy\x12\x1f.berth.plugin.v1.DestroyRequest\x1a\x1d.berth.plugin.v1.ReceiptReplyB<Z:github.com/berthdev/berth/drivers/plugin/internal/pluginpbb\x06proto3"
+	"\aDestroy\x12\x1f.berth.plugin.v1.DestroyRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12K\n" +
+	"\rImageIdentity\x12\x1e.berth.plugin.v1.HandleRequest\x1a\x1a.berth.plugin.v1.TextReply\x12F\n" +
+	"\aCapture\x12\x1f.berth.plugin.v1.CaptureRequest\x1a\x1a.berth.plugin.v1.TextReply\x12W\n" +
+	"\x0eDeleteTemplate\x12&.berth.plugin.v1.DeleteTemplateRequest\x1a\x1d.berth.plugin.v1.ReceiptReplyB<Z:github.com/berthdev/berth/drivers/plugin/internal/pluginpbb\x06proto3"
 
 var (
 	file_driver_proto_rawDescOnce sync.Once
@@ -3028,55 +3200,59 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_driver_proto_goTypes = []any{
-	(*Error)(nil),           // 0: berth.plugin.v1.Error
-	(*ConfigProblem)(nil),   // 1: berth.plugin.v1.ConfigProblem
-	(*Value)(nil),           // 2: berth.plugin.v1.Value
-	(*StringList)(nil),      // 3: berth.plugin.v1.StringList
-	(*StringMap)(nil),       // 4: berth.plugin.v1.StringMap
-	(*SecretRef)(nil),       // 5: berth.plugin.v1.SecretRef
-	(*SecretMap)(nil),       // 6: berth.plugin.v1.SecretMap
-	(*SecretValue)(nil),     // 7: berth.plugin.v1.SecretValue
-	(*Config)(nil),          // 8: berth.plugin.v1.Config
-	(*ConfigRequest)(nil),   // 9: berth.plugin.v1.ConfigRequest
-	(*Field)(nil),           // 10: berth.plugin.v1.Field
-	(*Schema)(nil),          // 11: berth.plugin.v1.Schema
-	(*DescribeRequest)(nil), // 12: berth.plugin.v1.DescribeRequest
-	(*Description)(nil),     // 13: berth.plugin.v1.Description
-	(*ErrorReply)(nil),      // 14: berth.plugin.v1.ErrorReply
-	(*TextReply)(nil),       // 15: berth.plugin.v1.TextReply
-	(*NarrowReply)(nil),     // 16: berth.plugin.v1.NarrowReply
-	(*IsolationReply)(nil),  // 17: berth.plugin.v1.IsolationReply
-	(*AcquireStart)(nil),    // 18: berth.plugin.v1.AcquireStart
-	(*AllocatedAck)(nil),    // 19: berth.plugin.v1.AllocatedAck
-	(*AcquireIn)(nil),       // 20: berth.plugin.v1.AcquireIn
-	(*Allocated)(nil),       // 21: berth.plugin.v1.Allocated
-	(*Sandbox)(nil),         // 22: berth.plugin.v1.Sandbox
-	(*AcquireOut)(nil),      // 23: berth.plugin.v1.AcquireOut
-	(*SandboxReply)(nil),    // 24: berth.plugin.v1.SandboxReply
-	(*ResumeRequest)(nil),   // 25: berth.plugin.v1.ResumeRequest
-	(*ExecRequest)(nil),     // 26: berth.plugin.v1.ExecRequest
-	(*ExecReply)(nil),       // 27: berth.plugin.v1.ExecReply
-	(*ReleaseRequest)(nil),  // 28: berth.plugin.v1.ReleaseRequest
-	(*Receipt)(nil),         // 29: berth.plugin.v1.Receipt
-	(*ReceiptReply)(nil),    // 30: berth.plugin.v1.ReceiptReply
-	(*ListRequest)(nil),     // 31: berth.plugin.v1.ListRequest
-	(*SandboxInfo)(nil),     // 32: berth.plugin.v1.SandboxInfo
-	(*ListReply)(nil),       // 33: berth.plugin.v1.ListReply
-	(*DestroyRequest)(nil),  // 34: berth.plugin.v1.DestroyRequest
-	(*StartCommand)(nil),    // 35: berth.plugin.v1.StartCommand
-	(*StartIn)(nil),         // 36: berth.plugin.v1.StartIn
-	(*SignalAck)(nil),       // 37: berth.plugin.v1.SignalAck
-	(*StartOut)(nil),        // 38: berth.plugin.v1.StartOut
-	nil,                     // 39: berth.plugin.v1.StringMap.EntriesEntry
-	nil,                     // 40: berth.plugin.v1.SecretMap.EntriesEntry
-	nil,                     // 41: berth.plugin.v1.Config.FieldsEntry
-	nil,                     // 42: berth.plugin.v1.AcquireStart.LabelsEntry
-	nil,                     // 43: berth.plugin.v1.ExecRequest.EnvEntry
-	nil,                     // 44: berth.plugin.v1.ListRequest.LabelsEntry
-	nil,                     // 45: berth.plugin.v1.SandboxInfo.LabelsEntry
-	nil,                     // 46: berth.plugin.v1.StartCommand.EnvEntry
+	(*Error)(nil),                 // 0: berth.plugin.v1.Error
+	(*ConfigProblem)(nil),         // 1: berth.plugin.v1.ConfigProblem
+	(*Value)(nil),                 // 2: berth.plugin.v1.Value
+	(*StringList)(nil),            // 3: berth.plugin.v1.StringList
+	(*StringMap)(nil),             // 4: berth.plugin.v1.StringMap
+	(*SecretRef)(nil),             // 5: berth.plugin.v1.SecretRef
+	(*SecretMap)(nil),             // 6: berth.plugin.v1.SecretMap
+	(*SecretValue)(nil),           // 7: berth.plugin.v1.SecretValue
+	(*Config)(nil),                // 8: berth.plugin.v1.Config
+	(*ConfigRequest)(nil),         // 9: berth.plugin.v1.ConfigRequest
+	(*Field)(nil),                 // 10: berth.plugin.v1.Field
+	(*Schema)(nil),                // 11: berth.plugin.v1.Schema
+	(*DescribeRequest)(nil),       // 12: berth.plugin.v1.DescribeRequest
+	(*Description)(nil),           // 13: berth.plugin.v1.Description
+	(*ErrorReply)(nil),            // 14: berth.plugin.v1.ErrorReply
+	(*TextReply)(nil),             // 15: berth.plugin.v1.TextReply
+	(*NarrowReply)(nil),           // 16: berth.plugin.v1.NarrowReply
+	(*IsolationReply)(nil),        // 17: berth.plugin.v1.IsolationReply
+	(*AcquireStart)(nil),          // 18: berth.plugin.v1.AcquireStart
+	(*AllocatedAck)(nil),          // 19: berth.plugin.v1.AllocatedAck
+	(*AcquireIn)(nil),             // 20: berth.plugin.v1.AcquireIn
+	(*Allocated)(nil),             // 21: berth.plugin.v1.Allocated
+	(*Sandbox)(nil),               // 22: berth.plugin.v1.Sandbox
+	(*AcquireOut)(nil),            // 23: berth.plugin.v1.AcquireOut
+	(*SandboxReply)(nil),          // 24: berth.plugin.v1.SandboxReply
+	(*ResumeRequest)(nil),         // 25: berth.plugin.v1.ResumeRequest
+	(*ExecRequest)(nil),           // 26: berth.plugin.v1.ExecRequest
+	(*ExecReply)(nil),             // 27: berth.plugin.v1.ExecReply
+	(*ReleaseRequest)(nil),        // 28: berth.plugin.v1.ReleaseRequest
+	(*Receipt)(nil),               // 29: berth.plugin.v1.Receipt
+	(*ReceiptReply)(nil),          // 30: berth.plugin.v1.ReceiptReply
+	(*ListRequest)(nil),           // 31: berth.plugin.v1.ListRequest
+	(*SandboxInfo)(nil),           // 32: berth.plugin.v1.SandboxInfo
+	(*ListReply)(nil),             // 33: berth.plugin.v1.ListReply
+	(*DestroyRequest)(nil),        // 34: berth.plugin.v1.DestroyRequest
+	(*StartCommand)(nil),          // 35: berth.plugin.v1.StartCommand
+	(*StartIn)(nil),               // 36: berth.plugin.v1.StartIn
+	(*SignalAck)(nil),             // 37: berth.plugin.v1.SignalAck
+	(*StartOut)(nil),              // 38: berth.plugin.v1.StartOut
+	(*HandleRequest)(nil),         // 39: berth.plugin.v1.HandleRequest
+	(*CaptureRequest)(nil),        // 40: berth.plugin.v1.CaptureRequest
+	(*DeleteTemplateRequest)(nil), // 41: berth.plugin.v1.DeleteTemplateRequest
+	nil,                           // 42: berth.plugin.v1.StringMap.EntriesEntry
+	nil,                           // 43: berth.plugin.v1.SecretMap.EntriesEntry
+	nil,                           // 44: berth.plugin.v1.Config.FieldsEntry
+	nil,                           // 45: berth.plugin.v1.AcquireStart.LabelsEntry
+	nil,                           // 46: berth.plugin.v1.ExecRequest.EnvEntry
+	nil,                           // 47: berth.plugin.v1.ListRequest.LabelsEntry
+	nil,                           // 48: berth.plugin.v1.SandboxInfo.LabelsEntry
+	nil,                           // 49: berth.plugin.v1.StartCommand.EnvEntry
+	nil,                           // 50: berth.plugin.v1.CaptureRequest.LabelsEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	1,  // 0: berth.plugin.v1.Error.config_problems:type_name -> berth.plugin.v1.ConfigProblem
@@ -3084,10 +3260,10 @@ var file_driver_proto_depIdxs = []int32{
 	4,  // 2: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
 	5,  // 3: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
 	6,  // 4: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
-	39, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
-	40, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
+	42, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
+	43, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
 	5,  // 7: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
-	41, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
+	44, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
 	8,  // 9: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
 	2,  // 10: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
 	10, // 11: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
@@ -3095,7 +3271,7 @@ var file_driver_proto_depIdxs = []int32{
 	0,  // 13: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
 	0,  // 14: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 15: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
-	42, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
+	45, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
 	0,  // 17: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
 	18, // 18: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
 	19, // 19: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
@@ -3105,57 +3281,65 @@ var file_driver_proto_depIdxs = []int32{
 	22, // 23: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
 	0,  // 24: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 25: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
-	43, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
+	46, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
 	0,  // 27: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
 	29, // 28: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
 	0,  // 29: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 30: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
-	44, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
-	45, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
+	47, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
+	48, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
 	32, // 33: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
 	0,  // 34: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 35: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
-	46, // 36: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
+	49, // 36: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
 	35, // 37: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
 	0,  // 38: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
 	37, // 39: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
 	27, // 40: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
 	0,  // 41: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
-	7,  // 42: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
-	2,  // 43: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
-	12, // 44: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
-	9,  // 45: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 46: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 47: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 48: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 49: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 50: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
-	20, // 51: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
-	25, // 52: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
-	26, // 53: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
-	36, // 54: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
-	28, // 55: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
-	31, // 56: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
-	34, // 57: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
-	13, // 58: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
-	14, // 59: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
-	15, // 60: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
-	16, // 61: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
-	17, // 62: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
-	15, // 63: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
-	14, // 64: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
-	23, // 65: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
-	24, // 66: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
-	27, // 67: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
-	38, // 68: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
-	30, // 69: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
-	33, // 70: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
-	30, // 71: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
-	58, // [58:72] is the sub-list for method output_type
-	44, // [44:58] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	50, // 42: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
+	8,  // 43: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
+	7,  // 44: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
+	2,  // 45: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
+	12, // 46: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
+	9,  // 47: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 48: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 49: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 50: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 51: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 52: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
+	20, // 53: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
+	25, // 54: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
+	26, // 55: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
+	36, // 56: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
+	28, // 57: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
+	31, // 58: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
+	34, // 59: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
+	39, // 60: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
+	40, // 61: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
+	41, // 62: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
+	13, // 63: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
+	14, // 64: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
+	15, // 65: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
+	16, // 66: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
+	17, // 67: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
+	15, // 68: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
+	14, // 69: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
+	23, // 70: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
+	24, // 71: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
+	27, // 72: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
+	38, // 73: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
+	30, // 74: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
+	33, // 75: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
+	30, // 76: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
+	15, // 77: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
+	15, // 78: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
+	30, // 79: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
+	63, // [63:80] is the sub-list for method output_type
+	46, // [46:63] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -3206,7 +3390,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -9,8 +9,8 @@
 // validation, image reference and narrowing, acquire (with its allocated
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
-// health. A capability the protocol does not carry yet (terminal, capture,
-// template delete, image identity, runner ingress, files) is never
+// health, image identity, capture and template delete. A capability the
+// protocol does not carry yet (terminal, runner ingress, files) is never
 // declared by a plugin: declared is implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
@@ -51,6 +51,9 @@ const (
 	Driver_Release_FullMethodName        = "/berth.plugin.v1.Driver/Release"
 	Driver_List_FullMethodName           = "/berth.plugin.v1.Driver/List"
 	Driver_Destroy_FullMethodName        = "/berth.plugin.v1.Driver/Destroy"
+	Driver_ImageIdentity_FullMethodName  = "/berth.plugin.v1.Driver/ImageIdentity"
+	Driver_Capture_FullMethodName        = "/berth.plugin.v1.Driver/Capture"
+	Driver_DeleteTemplate_FullMethodName = "/berth.plugin.v1.Driver/DeleteTemplate"
 )
 
 // DriverClient is the client API for Driver service.
@@ -99,6 +102,15 @@ type DriverClient interface {
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListReply, error)
 	// Destroy removes a sandbox by its provider lease id, without a handle.
 	Destroy(ctx context.Context, in *DestroyRequest, opts ...grpc.CallOption) (*ReceiptReply, error)
+	// ImageIdentity reads the identity of the image a sandbox handle runs
+	// (capability image_identity), in images.Identity's text form.
+	ImageIdentity(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*TextReply, error)
+	// Capture saves a sandbox handle as a new image and returns its
+	// identity (capability template_capture).
+	Capture(ctx context.Context, in *CaptureRequest, opts ...grpc.CallOption) (*TextReply, error)
+	// DeleteTemplate removes a captured image by its identity (capability
+	// template_delete).
+	DeleteTemplate(ctx context.Context, in *DeleteTemplateRequest, opts ...grpc.CallOption) (*ReceiptReply, error)
 }
 
 type driverClient struct {
@@ -255,6 +267,36 @@ func (c *driverClient) Destroy(ctx context.Context, in *DestroyRequest, opts ...
 	return out, nil
 }
 
+func (c *driverClient) ImageIdentity(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*TextReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TextReply)
+	err := c.cc.Invoke(ctx, Driver_ImageIdentity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverClient) Capture(ctx context.Context, in *CaptureRequest, opts ...grpc.CallOption) (*TextReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TextReply)
+	err := c.cc.Invoke(ctx, Driver_Capture_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverClient) DeleteTemplate(ctx context.Context, in *DeleteTemplateRequest, opts ...grpc.CallOption) (*ReceiptReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReceiptReply)
+	err := c.cc.Invoke(ctx, Driver_DeleteTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DriverServer is the server API for Driver service.
 // All implementations must embed UnimplementedDriverServer
 // for forward compatibility.
@@ -301,6 +343,15 @@ type DriverServer interface {
 	List(context.Context, *ListRequest) (*ListReply, error)
 	// Destroy removes a sandbox by its provider lease id, without a handle.
 	Destroy(context.Context, *DestroyRequest) (*ReceiptReply, error)
+	// ImageIdentity reads the identity of the image a sandbox handle runs
+	// (capability image_identity), in images.Identity's text form.
+	ImageIdentity(context.Context, *HandleRequest) (*TextReply, error)
+	// Capture saves a sandbox handle as a new image and returns its
+	// identity (capability template_capture).
+	Capture(context.Context, *CaptureRequest) (*TextReply, error)
+	// DeleteTemplate removes a captured image by its identity (capability
+	// template_delete).
+	DeleteTemplate(context.Context, *DeleteTemplateRequest) (*ReceiptReply, error)
 	mustEmbedUnimplementedDriverServer()
 }
 
@@ -352,6 +403,15 @@ func (UnimplementedDriverServer) List(context.Context, *ListRequest) (*ListReply
 }
 func (UnimplementedDriverServer) Destroy(context.Context, *DestroyRequest) (*ReceiptReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Destroy not implemented")
+}
+func (UnimplementedDriverServer) ImageIdentity(context.Context, *HandleRequest) (*TextReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ImageIdentity not implemented")
+}
+func (UnimplementedDriverServer) Capture(context.Context, *CaptureRequest) (*TextReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Capture not implemented")
+}
+func (UnimplementedDriverServer) DeleteTemplate(context.Context, *DeleteTemplateRequest) (*ReceiptReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteTemplate not implemented")
 }
 func (UnimplementedDriverServer) mustEmbedUnimplementedDriverServer() {}
 func (UnimplementedDriverServer) testEmbeddedByValue()                {}
@@ -604,6 +664,60 @@ func _Driver_Destroy_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_ImageIdentity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).ImageIdentity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_ImageIdentity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).ImageIdentity(ctx, req.(*HandleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Driver_Capture_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CaptureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).Capture(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_Capture_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).Capture(ctx, req.(*CaptureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Driver_DeleteTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).DeleteTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_DeleteTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).DeleteTemplate(ctx, req.(*DeleteTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Driver_ServiceDesc is the grpc.ServiceDesc for Driver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -658,6 +772,18 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Destroy",
 			Handler:    _Driver_Destroy_Handler,
+		},
+		{
+			MethodName: "ImageIdentity",
+			Handler:    _Driver_ImageIdentity_Handler,
+		},
+		{
+			MethodName: "Capture",
+			Handler:    _Driver_Capture_Handler,
+		},
+		{
+			MethodName: "DeleteTemplate",
+			Handler:    _Driver_DeleteTemplate_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
