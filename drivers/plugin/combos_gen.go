@@ -118,7 +118,7 @@ func driverOf(c *client, declared drivers.Set) drivers.Driver {
 }
 
 // sandboxOf returns c as a value that implements the optional interface of
-// each capability of declared among drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, and no other.
+// each capability of declared among drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal, and no other.
 func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 	mask := 0
 	if declared.Has(drivers.CapStreamExec) {
@@ -129,6 +129,9 @@ func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 	}
 	if declared.Has(drivers.CapTemplateCapture) {
 		mask |= 4
+	}
+	if declared.Has(drivers.CapTerminal) {
+		mask |= 8
 	}
 	switch mask {
 	case 1:
@@ -171,6 +174,58 @@ func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 			imageReporter
 			capturer
 		}{c, streamer{c}, imageReporter{c}, capturer{c}}
+	case 8:
+		return struct {
+			*sandbox
+			terminal
+		}{c, terminal{c}}
+	case 9:
+		return struct {
+			*sandbox
+			streamer
+			terminal
+		}{c, streamer{c}, terminal{c}}
+	case 10:
+		return struct {
+			*sandbox
+			imageReporter
+			terminal
+		}{c, imageReporter{c}, terminal{c}}
+	case 11:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			terminal
+		}{c, streamer{c}, imageReporter{c}, terminal{c}}
+	case 12:
+		return struct {
+			*sandbox
+			capturer
+			terminal
+		}{c, capturer{c}, terminal{c}}
+	case 13:
+		return struct {
+			*sandbox
+			streamer
+			capturer
+			terminal
+		}{c, streamer{c}, capturer{c}, terminal{c}}
+	case 14:
+		return struct {
+			*sandbox
+			imageReporter
+			capturer
+			terminal
+		}{c, imageReporter{c}, capturer{c}, terminal{c}}
+	case 15:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			capturer
+			terminal
+		}{c, streamer{c}, imageReporter{c}, capturer{c}, terminal{c}}
 	}
 	return c
 }

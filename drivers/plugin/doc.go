@@ -47,8 +47,9 @@
 // reference and narrowing, isolation, provider health, acquire (with its
 // allocated callback), resume, bounded exec (stdin read whole first, at
 // most 255 MiB), streaming exec with stdin and signals, release with its
-// receipt, list by labels, destroy by id, image identity, capture and
-// template delete. It carries no terminal, runner ingress or files yet: a plugin never declares
+// receipt, list by labels, destroy by id, image identity, capture,
+// template delete and the terminal (with resize). It carries no runner
+// ingress or files yet: a plugin never declares
 // them, so the conformance suite (drivers/drivertest) holds through the
 // boundary.
 //

@@ -9,8 +9,8 @@
 // validation, image reference and narrowing, acquire (with its allocated
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
-// health, image identity, capture and template delete. A capability the
-// protocol does not carry yet (terminal, runner ingress, files) is never
+// health, image identity, capture, template delete and the terminal. A
+// capability the protocol does not carry yet (runner ingress, files) is never
 // declared by a plugin: declared is implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
@@ -2944,6 +2944,397 @@ func (x *DeleteTemplateRequest) GetIdentity() string {
 	return ""
 }
 
+type TerminalOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Argv          []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Dir           string                 `protobuf:"bytes,4,opt,name=dir,proto3" json:"dir,omitempty"`
+	Rows          int64                  `protobuf:"varint,5,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          int64                  `protobuf:"varint,6,opt,name=cols,proto3" json:"cols,omitempty"`
+	Term          string                 `protobuf:"bytes,7,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalOpen) Reset() {
+	*x = TerminalOpen{}
+	mi := &file_driver_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalOpen) ProtoMessage() {}
+
+func (x *TerminalOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalOpen.ProtoReflect.Descriptor instead.
+func (*TerminalOpen) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *TerminalOpen) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *TerminalOpen) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *TerminalOpen) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *TerminalOpen) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *TerminalOpen) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *TerminalOpen) GetCols() int64 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *TerminalOpen) GetTerm() string {
+	if x != nil {
+		return x.Term
+	}
+	return ""
+}
+
+type WindowSize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          int64                  `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          int64                  `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WindowSize) Reset() {
+	*x = WindowSize{}
+	mi := &file_driver_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WindowSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WindowSize) ProtoMessage() {}
+
+func (x *WindowSize) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
+func (*WindowSize) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WindowSize) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *WindowSize) GetCols() int64 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+type TerminalIn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*TerminalIn_Open
+	//	*TerminalIn_Input
+	//	*TerminalIn_Resize
+	//	*TerminalIn_Close
+	Msg           isTerminalIn_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalIn) Reset() {
+	*x = TerminalIn{}
+	mi := &file_driver_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalIn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalIn) ProtoMessage() {}
+
+func (x *TerminalIn) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalIn.ProtoReflect.Descriptor instead.
+func (*TerminalIn) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *TerminalIn) GetMsg() isTerminalIn_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *TerminalIn) GetOpen() *TerminalOpen {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalIn_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *TerminalIn) GetInput() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalIn_Input); ok {
+			return x.Input
+		}
+	}
+	return nil
+}
+
+func (x *TerminalIn) GetResize() *WindowSize {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalIn_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+func (x *TerminalIn) GetClose() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalIn_Close); ok {
+			return x.Close
+		}
+	}
+	return false
+}
+
+type isTerminalIn_Msg interface {
+	isTerminalIn_Msg()
+}
+
+type TerminalIn_Open struct {
+	Open *TerminalOpen `protobuf:"bytes,1,opt,name=open,proto3,oneof"`
+}
+
+type TerminalIn_Input struct {
+	Input []byte `protobuf:"bytes,2,opt,name=input,proto3,oneof"`
+}
+
+type TerminalIn_Resize struct {
+	Resize *WindowSize `protobuf:"bytes,3,opt,name=resize,proto3,oneof"`
+}
+
+type TerminalIn_Close struct {
+	Close bool `protobuf:"varint,4,opt,name=close,proto3,oneof"`
+}
+
+func (*TerminalIn_Open) isTerminalIn_Msg() {}
+
+func (*TerminalIn_Input) isTerminalIn_Msg() {}
+
+func (*TerminalIn_Resize) isTerminalIn_Msg() {}
+
+func (*TerminalIn_Close) isTerminalIn_Msg() {}
+
+type TerminalOut struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*TerminalOut_Opened
+	//	*TerminalOut_Output
+	//	*TerminalOut_ResizeAck
+	//	*TerminalOut_Exit
+	//	*TerminalOut_Error
+	Msg           isTerminalOut_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalOut) Reset() {
+	*x = TerminalOut{}
+	mi := &file_driver_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalOut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalOut) ProtoMessage() {}
+
+func (x *TerminalOut) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalOut.ProtoReflect.Descriptor instead.
+func (*TerminalOut) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *TerminalOut) GetMsg() isTerminalOut_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *TerminalOut) GetOpened() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalOut_Opened); ok {
+			return x.Opened
+		}
+	}
+	return false
+}
+
+func (x *TerminalOut) GetOutput() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalOut_Output); ok {
+			return x.Output
+		}
+	}
+	return nil
+}
+
+func (x *TerminalOut) GetResizeAck() *ErrorReply {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalOut_ResizeAck); ok {
+			return x.ResizeAck
+		}
+	}
+	return nil
+}
+
+func (x *TerminalOut) GetExit() *ExecReply {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalOut_Exit); ok {
+			return x.Exit
+		}
+	}
+	return nil
+}
+
+func (x *TerminalOut) GetError() *Error {
+	if x != nil {
+		if x, ok := x.Msg.(*TerminalOut_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isTerminalOut_Msg interface {
+	isTerminalOut_Msg()
+}
+
+type TerminalOut_Opened struct {
+	Opened bool `protobuf:"varint,1,opt,name=opened,proto3,oneof"`
+}
+
+type TerminalOut_Output struct {
+	Output []byte `protobuf:"bytes,2,opt,name=output,proto3,oneof"`
+}
+
+type TerminalOut_ResizeAck struct {
+	// resize_ack answers a resize: its error, or none.
+	ResizeAck *ErrorReply `protobuf:"bytes,3,opt,name=resize_ack,json=resizeAck,proto3,oneof"`
+}
+
+type TerminalOut_Exit struct {
+	// exit is the session's status (Wait's), its stdout and stderr empty.
+	Exit *ExecReply `protobuf:"bytes,4,opt,name=exit,proto3,oneof"`
+}
+
+type TerminalOut_Error struct {
+	// error: the session did not open.
+	Error *Error `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*TerminalOut_Opened) isTerminalOut_Msg() {}
+
+func (*TerminalOut_Output) isTerminalOut_Msg() {}
+
+func (*TerminalOut_ResizeAck) isTerminalOut_Msg() {}
+
+func (*TerminalOut_Exit) isTerminalOut_Msg() {}
+
+func (*TerminalOut_Error) isTerminalOut_Msg() {}
+
 var File_driver_proto protoreflect.FileDescriptor
 
 const file_driver_proto_rawDesc = "" +
@@ -3167,7 +3558,38 @@ const file_driver_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
 	"\x15DeleteTemplateRequest\x12/\n" +
 	"\x06config\x18\x01 \x01(\v2\x17.berth.plugin.v1.ConfigR\x06config\x12\x1a\n" +
-	"\bidentity\x18\x02 \x01(\tR\bidentity2\xef\t\n" +
+	"\bidentity\x18\x02 \x01(\tR\bidentity\"\xfa\x01\n" +
+	"\fTerminalOpen\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x12\n" +
+	"\x04argv\x18\x02 \x03(\tR\x04argv\x128\n" +
+	"\x03env\x18\x03 \x03(\v2&.berth.plugin.v1.TerminalOpen.EnvEntryR\x03env\x12\x10\n" +
+	"\x03dir\x18\x04 \x01(\tR\x03dir\x12\x12\n" +
+	"\x04rows\x18\x05 \x01(\x03R\x04rows\x12\x12\n" +
+	"\x04cols\x18\x06 \x01(\x03R\x04cols\x12\x12\n" +
+	"\x04term\x18\a \x01(\tR\x04term\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"4\n" +
+	"\n" +
+	"WindowSize\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\x03R\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\x03R\x04cols\"\xaf\x01\n" +
+	"\n" +
+	"TerminalIn\x123\n" +
+	"\x04open\x18\x01 \x01(\v2\x1d.berth.plugin.v1.TerminalOpenH\x00R\x04open\x12\x16\n" +
+	"\x05input\x18\x02 \x01(\fH\x00R\x05input\x125\n" +
+	"\x06resize\x18\x03 \x01(\v2\x1b.berth.plugin.v1.WindowSizeH\x00R\x06resize\x12\x16\n" +
+	"\x05close\x18\x04 \x01(\bH\x00R\x05closeB\x05\n" +
+	"\x03msg\"\xe8\x01\n" +
+	"\vTerminalOut\x12\x18\n" +
+	"\x06opened\x18\x01 \x01(\bH\x00R\x06opened\x12\x18\n" +
+	"\x06output\x18\x02 \x01(\fH\x00R\x06output\x12<\n" +
+	"\n" +
+	"resize_ack\x18\x03 \x01(\v2\x1b.berth.plugin.v1.ErrorReplyH\x00R\tresizeAck\x120\n" +
+	"\x04exit\x18\x04 \x01(\v2\x1a.berth.plugin.v1.ExecReplyH\x00R\x04exit\x12.\n" +
+	"\x05error\x18\x05 \x01(\v2\x16.berth.plugin.v1.ErrorH\x00R\x05errorB\x05\n" +
+	"\x03msg2\xba\n" +
+	"\n" +
 	"\x06Driver\x12J\n" +
 	"\bDescribe\x12 .berth.plugin.v1.DescribeRequest\x1a\x1c.berth.plugin.v1.Description\x12G\n" +
 	"\bValidate\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12L\n" +
@@ -3183,7 +3605,8 @@ const file_driver_proto_rawDesc = "" +
 	"\x05Start\x12\x18.berth.plugin.v1.StartIn\x1a\x19.berth.plugin.v1.StartOut(\x010\x01\x12I\n" +
 	"\aRelease\x12\x1f.berth.plugin.v1.ReleaseRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12@\n" +
 	"\x04List\x12\x1c.berth.plugin.v1.ListRequest\x1a\x1a.berth.plugin.v1.ListReply\x12I\n" +
-	"\aDestroy\x12\x1f.berth.plugin.v1.DestroyRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12K\n" +
+	"\aDestroy\x12\x1f.berth.plugin.v1.DestroyRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12I\n" +
+	"\bTerminal\x12\x1b.berth.plugin.v1.TerminalIn\x1a\x1c.berth.plugin.v1.TerminalOut(\x010\x01\x12K\n" +
 	"\rImageIdentity\x12\x1e.berth.plugin.v1.HandleRequest\x1a\x1a.berth.plugin.v1.TextReply\x12F\n" +
 	"\aCapture\x12\x1f.berth.plugin.v1.CaptureRequest\x1a\x1a.berth.plugin.v1.TextReply\x12W\n" +
 	"\x0eDeleteTemplate\x12&.berth.plugin.v1.DeleteTemplateRequest\x1a\x1d.berth.plugin.v1.ReceiptReplyB<Z:github.com/berthdev/berth/drivers/plugin/internal/pluginpbb\x06proto3"
@@ -3200,7 +3623,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_driver_proto_goTypes = []any{
 	(*Error)(nil),                 // 0: berth.plugin.v1.Error
 	(*ConfigProblem)(nil),         // 1: berth.plugin.v1.ConfigProblem
@@ -3244,15 +3667,20 @@ var file_driver_proto_goTypes = []any{
 	(*HandleRequest)(nil),         // 39: berth.plugin.v1.HandleRequest
 	(*CaptureRequest)(nil),        // 40: berth.plugin.v1.CaptureRequest
 	(*DeleteTemplateRequest)(nil), // 41: berth.plugin.v1.DeleteTemplateRequest
-	nil,                           // 42: berth.plugin.v1.StringMap.EntriesEntry
-	nil,                           // 43: berth.plugin.v1.SecretMap.EntriesEntry
-	nil,                           // 44: berth.plugin.v1.Config.FieldsEntry
-	nil,                           // 45: berth.plugin.v1.AcquireStart.LabelsEntry
-	nil,                           // 46: berth.plugin.v1.ExecRequest.EnvEntry
-	nil,                           // 47: berth.plugin.v1.ListRequest.LabelsEntry
-	nil,                           // 48: berth.plugin.v1.SandboxInfo.LabelsEntry
-	nil,                           // 49: berth.plugin.v1.StartCommand.EnvEntry
-	nil,                           // 50: berth.plugin.v1.CaptureRequest.LabelsEntry
+	(*TerminalOpen)(nil),          // 42: berth.plugin.v1.TerminalOpen
+	(*WindowSize)(nil),            // 43: berth.plugin.v1.WindowSize
+	(*TerminalIn)(nil),            // 44: berth.plugin.v1.TerminalIn
+	(*TerminalOut)(nil),           // 45: berth.plugin.v1.TerminalOut
+	nil,                           // 46: berth.plugin.v1.StringMap.EntriesEntry
+	nil,                           // 47: berth.plugin.v1.SecretMap.EntriesEntry
+	nil,                           // 48: berth.plugin.v1.Config.FieldsEntry
+	nil,                           // 49: berth.plugin.v1.AcquireStart.LabelsEntry
+	nil,                           // 50: berth.plugin.v1.ExecRequest.EnvEntry
+	nil,                           // 51: berth.plugin.v1.ListRequest.LabelsEntry
+	nil,                           // 52: berth.plugin.v1.SandboxInfo.LabelsEntry
+	nil,                           // 53: berth.plugin.v1.StartCommand.EnvEntry
+	nil,                           // 54: berth.plugin.v1.CaptureRequest.LabelsEntry
+	nil,                           // 55: berth.plugin.v1.TerminalOpen.EnvEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	1,  // 0: berth.plugin.v1.Error.config_problems:type_name -> berth.plugin.v1.ConfigProblem
@@ -3260,10 +3688,10 @@ var file_driver_proto_depIdxs = []int32{
 	4,  // 2: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
 	5,  // 3: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
 	6,  // 4: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
-	42, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
-	43, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
+	46, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
+	47, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
 	5,  // 7: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
-	44, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
+	48, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
 	8,  // 9: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
 	2,  // 10: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
 	10, // 11: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
@@ -3271,7 +3699,7 @@ var file_driver_proto_depIdxs = []int32{
 	0,  // 13: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
 	0,  // 14: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 15: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
-	45, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
+	49, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
 	0,  // 17: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
 	18, // 18: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
 	19, // 19: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
@@ -3281,65 +3709,73 @@ var file_driver_proto_depIdxs = []int32{
 	22, // 23: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
 	0,  // 24: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 25: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
-	46, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
+	50, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
 	0,  // 27: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
 	29, // 28: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
 	0,  // 29: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 30: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
-	47, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
-	48, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
+	51, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
+	52, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
 	32, // 33: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
 	0,  // 34: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 35: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
-	49, // 36: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
+	53, // 36: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
 	35, // 37: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
 	0,  // 38: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
 	37, // 39: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
 	27, // 40: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
 	0,  // 41: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
-	50, // 42: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
+	54, // 42: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
 	8,  // 43: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
-	7,  // 44: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
-	2,  // 45: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
-	12, // 46: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
-	9,  // 47: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 48: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 49: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 50: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 51: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 52: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
-	20, // 53: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
-	25, // 54: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
-	26, // 55: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
-	36, // 56: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
-	28, // 57: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
-	31, // 58: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
-	34, // 59: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
-	39, // 60: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
-	40, // 61: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
-	41, // 62: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
-	13, // 63: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
-	14, // 64: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
-	15, // 65: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
-	16, // 66: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
-	17, // 67: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
-	15, // 68: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
-	14, // 69: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
-	23, // 70: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
-	24, // 71: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
-	27, // 72: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
-	38, // 73: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
-	30, // 74: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
-	33, // 75: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
-	30, // 76: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
-	15, // 77: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
-	15, // 78: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
-	30, // 79: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
-	63, // [63:80] is the sub-list for method output_type
-	46, // [46:63] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	55, // 44: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
+	42, // 45: berth.plugin.v1.TerminalIn.open:type_name -> berth.plugin.v1.TerminalOpen
+	43, // 46: berth.plugin.v1.TerminalIn.resize:type_name -> berth.plugin.v1.WindowSize
+	14, // 47: berth.plugin.v1.TerminalOut.resize_ack:type_name -> berth.plugin.v1.ErrorReply
+	27, // 48: berth.plugin.v1.TerminalOut.exit:type_name -> berth.plugin.v1.ExecReply
+	0,  // 49: berth.plugin.v1.TerminalOut.error:type_name -> berth.plugin.v1.Error
+	7,  // 50: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
+	2,  // 51: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
+	12, // 52: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
+	9,  // 53: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 54: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 55: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 56: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 57: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 58: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
+	20, // 59: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
+	25, // 60: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
+	26, // 61: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
+	36, // 62: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
+	28, // 63: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
+	31, // 64: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
+	34, // 65: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
+	44, // 66: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
+	39, // 67: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
+	40, // 68: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
+	41, // 69: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
+	13, // 70: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
+	14, // 71: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
+	15, // 72: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
+	16, // 73: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
+	17, // 74: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
+	15, // 75: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
+	14, // 76: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
+	23, // 77: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
+	24, // 78: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
+	27, // 79: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
+	38, // 80: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
+	30, // 81: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
+	33, // 82: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
+	30, // 83: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
+	45, // 84: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
+	15, // 85: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
+	15, // 86: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
+	30, // 87: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
+	70, // [70:88] is the sub-list for method output_type
+	52, // [52:70] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -3384,13 +3820,26 @@ func file_driver_proto_init() {
 		(*StartOut_Exit)(nil),
 		(*StartOut_Error)(nil),
 	}
+	file_driver_proto_msgTypes[44].OneofWrappers = []any{
+		(*TerminalIn_Open)(nil),
+		(*TerminalIn_Input)(nil),
+		(*TerminalIn_Resize)(nil),
+		(*TerminalIn_Close)(nil),
+	}
+	file_driver_proto_msgTypes[45].OneofWrappers = []any{
+		(*TerminalOut_Opened)(nil),
+		(*TerminalOut_Output)(nil),
+		(*TerminalOut_ResizeAck)(nil),
+		(*TerminalOut_Exit)(nil),
+		(*TerminalOut_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

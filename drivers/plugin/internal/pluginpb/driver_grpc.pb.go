@@ -9,8 +9,8 @@
 // validation, image reference and narrowing, acquire (with its allocated
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
-// health, image identity, capture and template delete. A capability the
-// protocol does not carry yet (terminal, runner ingress, files) is never
+// health, image identity, capture, template delete and the terminal. A
+// capability the protocol does not carry yet (runner ingress, files) is never
 // declared by a plugin: declared is implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
@@ -51,6 +51,7 @@ const (
 	Driver_Release_FullMethodName        = "/berth.plugin.v1.Driver/Release"
 	Driver_List_FullMethodName           = "/berth.plugin.v1.Driver/List"
 	Driver_Destroy_FullMethodName        = "/berth.plugin.v1.Driver/Destroy"
+	Driver_Terminal_FullMethodName       = "/berth.plugin.v1.Driver/Terminal"
 	Driver_ImageIdentity_FullMethodName  = "/berth.plugin.v1.Driver/ImageIdentity"
 	Driver_Capture_FullMethodName        = "/berth.plugin.v1.Driver/Capture"
 	Driver_DeleteTemplate_FullMethodName = "/berth.plugin.v1.Driver/DeleteTemplate"
@@ -102,6 +103,12 @@ type DriverClient interface {
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListReply, error)
 	// Destroy removes a sandbox by its provider lease id, without a handle.
 	Destroy(ctx context.Context, in *DestroyRequest, opts ...grpc.CallOption) (*ReceiptReply, error)
+	// Terminal opens an interactive session on a sandbox handle (capability
+	// terminal). The host sends open, then input, resizes and close; the
+	// plugin answers opened (or error), the output as it comes, an ack per
+	// resize in order, and exit when the session's process ended.
+	// Cancelling the stream ends the session.
+	Terminal(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TerminalIn, TerminalOut], error)
 	// ImageIdentity reads the identity of the image a sandbox handle runs
 	// (capability image_identity), in images.Identity's text form.
 	ImageIdentity(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*TextReply, error)
@@ -267,6 +274,19 @@ func (c *driverClient) Destroy(ctx context.Context, in *DestroyRequest, opts ...
 	return out, nil
 }
 
+func (c *driverClient) Terminal(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TerminalIn, TerminalOut], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Driver_ServiceDesc.Streams[2], Driver_Terminal_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TerminalIn, TerminalOut]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_TerminalClient = grpc.BidiStreamingClient[TerminalIn, TerminalOut]
+
 func (c *driverClient) ImageIdentity(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*TextReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TextReply)
@@ -343,6 +363,12 @@ type DriverServer interface {
 	List(context.Context, *ListRequest) (*ListReply, error)
 	// Destroy removes a sandbox by its provider lease id, without a handle.
 	Destroy(context.Context, *DestroyRequest) (*ReceiptReply, error)
+	// Terminal opens an interactive session on a sandbox handle (capability
+	// terminal). The host sends open, then input, resizes and close; the
+	// plugin answers opened (or error), the output as it comes, an ack per
+	// resize in order, and exit when the session's process ended.
+	// Cancelling the stream ends the session.
+	Terminal(grpc.BidiStreamingServer[TerminalIn, TerminalOut]) error
 	// ImageIdentity reads the identity of the image a sandbox handle runs
 	// (capability image_identity), in images.Identity's text form.
 	ImageIdentity(context.Context, *HandleRequest) (*TextReply, error)
@@ -403,6 +429,9 @@ func (UnimplementedDriverServer) List(context.Context, *ListRequest) (*ListReply
 }
 func (UnimplementedDriverServer) Destroy(context.Context, *DestroyRequest) (*ReceiptReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Destroy not implemented")
+}
+func (UnimplementedDriverServer) Terminal(grpc.BidiStreamingServer[TerminalIn, TerminalOut]) error {
+	return status.Error(codes.Unimplemented, "method Terminal not implemented")
 }
 func (UnimplementedDriverServer) ImageIdentity(context.Context, *HandleRequest) (*TextReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ImageIdentity not implemented")
@@ -664,6 +693,13 @@ func _Driver_Destroy_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_Terminal_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DriverServer).Terminal(&grpc.GenericServerStream[TerminalIn, TerminalOut]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_TerminalServer = grpc.BidiStreamingServer[TerminalIn, TerminalOut]
+
 func _Driver_ImageIdentity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HandleRequest)
 	if err := dec(in); err != nil {
@@ -796,6 +832,12 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Start",
 			Handler:       _Driver_Start_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Terminal",
+			Handler:       _Driver_Terminal_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
