@@ -118,7 +118,7 @@ func driverOf(c *client, declared drivers.Set) drivers.Driver {
 }
 
 // sandboxOf returns c as a value that implements the optional interface of
-// each capability of declared among drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal, and no other.
+// each capability of declared among drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal, drivers.CapFiles, and no other.
 func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 	mask := 0
 	if declared.Has(drivers.CapStreamExec) {
@@ -132,6 +132,9 @@ func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 	}
 	if declared.Has(drivers.CapTerminal) {
 		mask |= 8
+	}
+	if declared.Has(drivers.CapFiles) {
+		mask |= 16
 	}
 	switch mask {
 	case 1:
@@ -226,6 +229,118 @@ func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 			capturer
 			terminal
 		}{c, streamer{c}, imageReporter{c}, capturer{c}, terminal{c}}
+	case 16:
+		return struct {
+			*sandbox
+			files
+		}{c, files{c}}
+	case 17:
+		return struct {
+			*sandbox
+			streamer
+			files
+		}{c, streamer{c}, files{c}}
+	case 18:
+		return struct {
+			*sandbox
+			imageReporter
+			files
+		}{c, imageReporter{c}, files{c}}
+	case 19:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			files
+		}{c, streamer{c}, imageReporter{c}, files{c}}
+	case 20:
+		return struct {
+			*sandbox
+			capturer
+			files
+		}{c, capturer{c}, files{c}}
+	case 21:
+		return struct {
+			*sandbox
+			streamer
+			capturer
+			files
+		}{c, streamer{c}, capturer{c}, files{c}}
+	case 22:
+		return struct {
+			*sandbox
+			imageReporter
+			capturer
+			files
+		}{c, imageReporter{c}, capturer{c}, files{c}}
+	case 23:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			capturer
+			files
+		}{c, streamer{c}, imageReporter{c}, capturer{c}, files{c}}
+	case 24:
+		return struct {
+			*sandbox
+			terminal
+			files
+		}{c, terminal{c}, files{c}}
+	case 25:
+		return struct {
+			*sandbox
+			streamer
+			terminal
+			files
+		}{c, streamer{c}, terminal{c}, files{c}}
+	case 26:
+		return struct {
+			*sandbox
+			imageReporter
+			terminal
+			files
+		}{c, imageReporter{c}, terminal{c}, files{c}}
+	case 27:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			terminal
+			files
+		}{c, streamer{c}, imageReporter{c}, terminal{c}, files{c}}
+	case 28:
+		return struct {
+			*sandbox
+			capturer
+			terminal
+			files
+		}{c, capturer{c}, terminal{c}, files{c}}
+	case 29:
+		return struct {
+			*sandbox
+			streamer
+			capturer
+			terminal
+			files
+		}{c, streamer{c}, capturer{c}, terminal{c}, files{c}}
+	case 30:
+		return struct {
+			*sandbox
+			imageReporter
+			capturer
+			terminal
+			files
+		}{c, imageReporter{c}, capturer{c}, terminal{c}, files{c}}
+	case 31:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			capturer
+			terminal
+			files
+		}{c, streamer{c}, imageReporter{c}, capturer{c}, terminal{c}, files{c}}
 	}
 	return c
 }

@@ -76,10 +76,10 @@ func describe(d drivers.Driver, version string) *pluginpb.Description {
 
 // implemented returns what protocol version 1 carries of what d
 // implements: at driver level by type assertion; at sandbox level
-// (stream_exec, image_identity, template_capture, terminal) as d declares
-// it, which the conformance suite holds d to.
+// (stream_exec, image_identity, template_capture, terminal, files) as d
+// declares it, which the conformance suite holds d to.
 func implemented(d drivers.Driver) drivers.Set {
-	s := drivers.NewSet(drivers.CapExec) | d.Capabilities().Declared&drivers.NewSet(drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal)
+	s := drivers.NewSet(drivers.CapExec) | d.Capabilities().Declared&drivers.NewSet(drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal, drivers.CapFiles)
 	if _, ok := d.(drivers.TemplateDeleter); ok {
 		s |= drivers.NewSet(drivers.CapTemplateDelete)
 	}

@@ -48,8 +48,8 @@
 // allocated callback), resume, bounded exec (stdin read whole first, at
 // most 255 MiB), streaming exec with stdin and signals, release with its
 // receipt, list by labels, destroy by id, image identity, capture,
-// template delete and the terminal (with resize). It carries no runner
-// ingress or files yet: a plugin never declares
+// template delete, the terminal (with resize) and files (tar streams both
+// ways, a directory's listing). It carries no runner ingress yet: a plugin never declares
 // them, so the conformance suite (drivers/drivertest) holds through the
 // boundary.
 //

@@ -111,8 +111,8 @@ func (h *dockerHarness) HostKernel(context.Context) (string, error) { return h.k
 // The Docker driver's conformance suite, against the real engine, through
 // a plugin: what the plugin declares (exec, stream_exec, reuse, list,
 // destroy_by_id, image_identity, template_capture, template_delete,
-// terminal) passes; what the protocol does not carry yet (runner ingress,
-// files) is not declared.
+// terminal, files) passes; what the protocol does not carry yet (runner
+// ingress) is not declared.
 func TestDockerConformanceThroughPlugin(t *testing.T) {
 	cli := testenv.Docker(t)
 	reg := testenv.StartRegistry(t, nil)
@@ -142,7 +142,7 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	t.Logf("built the Docker plugin and wrote its manifest in %s", time.Since(start).Round(time.Millisecond))
 	d := load(t, p)
 	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
-		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal)
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles)
 	if got := d.Capabilities().Declared; got != want&docker.New(nil).Capabilities().Declared {
 		t.Errorf("the Docker plugin declares %s, want %s", got, want&docker.New(nil).Capabilities().Declared)
 	}

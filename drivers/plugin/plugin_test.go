@@ -151,7 +151,7 @@ func TestConformanceThroughPlugin(t *testing.T) {
 func TestDeclaredIsCarried(t *testing.T) {
 	d := load(t, fakePlugin(t))
 	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
-		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal)
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles)
 	if got := d.Capabilities().Declared; got != want {
 		t.Errorf("declared %s, want %s", got, want)
 	}
@@ -166,8 +166,8 @@ func TestDeclaredIsCarried(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(t.Context(), drivers.Destroy)
-	if _, ok := sb.(drivers.Files); ok {
-		t.Error("the host's sandbox is a drivers.Files, which the protocol does not carry")
+	if _, ok := sb.(drivers.RunnerHost); ok {
+		t.Error("the host's sandbox is a drivers.RunnerHost, which the protocol does not carry")
 	}
 }
 

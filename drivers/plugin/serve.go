@@ -60,8 +60,8 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, cc *g
 // status 1. The host sees of d's capabilities those that d declares,
 // implements and the protocol carries (ProtocolVersion 1: exec,
 // stream_exec, reuse, list, destroy_by_id, image_identity,
-// template_capture, template_delete and terminal); a capability it does
-// not carry yet (runner_ingress, files) is not declared, so the conformance suite holds through the
+// template_capture, template_delete, terminal and files); a capability
+// it does not carry yet (runner_ingress) is not declared, so the conformance suite holds through the
 // plugin.
 func Serve(d drivers.Driver, version string) {
 	goplugin.Serve(&goplugin.ServeConfig{

@@ -20,7 +20,7 @@ type mixin struct{ typ, capability string }
 
 var (
 	driverMixins  = []mixin{{"lister", "CapList"}, {"destroyer", "CapDestroyByID"}, {"resumer", "CapReuse"}, {"templateDeleter", "CapTemplateDelete"}}
-	sandboxMixins = []mixin{{"streamer", "CapStreamExec"}, {"imageReporter", "CapImageIdentity"}, {"capturer", "CapTemplateCapture"}, {"terminal", "CapTerminal"}}
+	sandboxMixins = []mixin{{"streamer", "CapStreamExec"}, {"imageReporter", "CapImageIdentity"}, {"capturer", "CapTemplateCapture"}, {"terminal", "CapTerminal"}, {"files", "CapFiles"}}
 )
 
 // Generate returns the file's contents.

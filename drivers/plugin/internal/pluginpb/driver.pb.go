@@ -9,9 +9,9 @@
 // validation, image reference and narrowing, acquire (with its allocated
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
-// health, image identity, capture, template delete and the terminal. A
-// capability the protocol does not carry yet (runner ingress, files) is never
-// declared by a plugin: declared is implemented.
+// health, image identity, capture, template delete, the terminal and
+// files. A capability the protocol does not carry yet (runner ingress) is
+// never declared by a plugin: declared is implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
 // status: a gRPC status means the plugin process or its transport failed.
@@ -3335,6 +3335,447 @@ func (*TerminalOut_Exit) isTerminalOut_Msg() {}
 
 func (*TerminalOut_Error) isTerminalOut_Msg() {}
 
+type PutArchiveStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Dir           string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutArchiveStart) Reset() {
+	*x = PutArchiveStart{}
+	mi := &file_driver_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutArchiveStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutArchiveStart) ProtoMessage() {}
+
+func (x *PutArchiveStart) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutArchiveStart.ProtoReflect.Descriptor instead.
+func (*PutArchiveStart) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *PutArchiveStart) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *PutArchiveStart) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+type PutArchiveIn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*PutArchiveIn_Start
+	//	*PutArchiveIn_Data
+	Msg           isPutArchiveIn_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutArchiveIn) Reset() {
+	*x = PutArchiveIn{}
+	mi := &file_driver_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutArchiveIn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutArchiveIn) ProtoMessage() {}
+
+func (x *PutArchiveIn) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutArchiveIn.ProtoReflect.Descriptor instead.
+func (*PutArchiveIn) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *PutArchiveIn) GetMsg() isPutArchiveIn_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *PutArchiveIn) GetStart() *PutArchiveStart {
+	if x != nil {
+		if x, ok := x.Msg.(*PutArchiveIn_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *PutArchiveIn) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*PutArchiveIn_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isPutArchiveIn_Msg interface {
+	isPutArchiveIn_Msg()
+}
+
+type PutArchiveIn_Start struct {
+	Start *PutArchiveStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type PutArchiveIn_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+func (*PutArchiveIn_Start) isPutArchiveIn_Msg() {}
+
+func (*PutArchiveIn_Data) isPutArchiveIn_Msg() {}
+
+type GetArchiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetArchiveRequest) Reset() {
+	*x = GetArchiveRequest{}
+	mi := &file_driver_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetArchiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetArchiveRequest) ProtoMessage() {}
+
+func (x *GetArchiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetArchiveRequest.ProtoReflect.Descriptor instead.
+func (*GetArchiveRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GetArchiveRequest) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *GetArchiveRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type GetArchiveOut struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*GetArchiveOut_Data
+	//	*GetArchiveOut_Error
+	Msg           isGetArchiveOut_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetArchiveOut) Reset() {
+	*x = GetArchiveOut{}
+	mi := &file_driver_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetArchiveOut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetArchiveOut) ProtoMessage() {}
+
+func (x *GetArchiveOut) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetArchiveOut.ProtoReflect.Descriptor instead.
+func (*GetArchiveOut) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetArchiveOut) GetMsg() isGetArchiveOut_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *GetArchiveOut) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*GetArchiveOut_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *GetArchiveOut) GetError() *Error {
+	if x != nil {
+		if x, ok := x.Msg.(*GetArchiveOut_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isGetArchiveOut_Msg interface {
+	isGetArchiveOut_Msg()
+}
+
+type GetArchiveOut_Data struct {
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3,oneof"`
+}
+
+type GetArchiveOut_Error struct {
+	Error *Error `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*GetArchiveOut_Data) isGetArchiveOut_Msg() {}
+
+func (*GetArchiveOut_Error) isGetArchiveOut_Msg() {}
+
+type ReadDirRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Dir           string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadDirRequest) Reset() {
+	*x = ReadDirRequest{}
+	mi := &file_driver_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadDirRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadDirRequest) ProtoMessage() {}
+
+func (x *ReadDirRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadDirRequest.ProtoReflect.Descriptor instead.
+func (*ReadDirRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ReadDirRequest) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *ReadDirRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+type FileInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// mode is Go's fs.FileMode: type bits and permission bits.
+	Mode          uint32 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	Size          int64  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	LinkTarget    string `protobuf:"bytes,4,opt,name=link_target,json=linkTarget,proto3" json:"link_target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileInfo) Reset() {
+	*x = FileInfo{}
+	mi := &file_driver_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileInfo) ProtoMessage() {}
+
+func (x *FileInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
+func (*FileInfo) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *FileInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FileInfo) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *FileInfo) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *FileInfo) GetLinkTarget() string {
+	if x != nil {
+		return x.LinkTarget
+	}
+	return ""
+}
+
+type ReadDirReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*FileInfo            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadDirReply) Reset() {
+	*x = ReadDirReply{}
+	mi := &file_driver_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadDirReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadDirReply) ProtoMessage() {}
+
+func (x *ReadDirReply) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadDirReply.ProtoReflect.Descriptor instead.
+func (*ReadDirReply) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ReadDirReply) GetEntries() []*FileInfo {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ReadDirReply) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_driver_proto protoreflect.FileDescriptor
 
 const file_driver_proto_rawDesc = "" +
@@ -3588,8 +4029,33 @@ const file_driver_proto_rawDesc = "" +
 	"resize_ack\x18\x03 \x01(\v2\x1b.berth.plugin.v1.ErrorReplyH\x00R\tresizeAck\x120\n" +
 	"\x04exit\x18\x04 \x01(\v2\x1a.berth.plugin.v1.ExecReplyH\x00R\x04exit\x12.\n" +
 	"\x05error\x18\x05 \x01(\v2\x16.berth.plugin.v1.ErrorH\x00R\x05errorB\x05\n" +
-	"\x03msg2\xba\n" +
-	"\n" +
+	"\x03msg\";\n" +
+	"\x0fPutArchiveStart\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\tR\x03dir\"e\n" +
+	"\fPutArchiveIn\x128\n" +
+	"\x05start\x18\x01 \x01(\v2 .berth.plugin.v1.PutArchiveStartH\x00R\x05start\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x05\n" +
+	"\x03msg\"?\n" +
+	"\x11GetArchiveRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\\\n" +
+	"\rGetArchiveOut\x12\x14\n" +
+	"\x04data\x18\x01 \x01(\fH\x00R\x04data\x12.\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorH\x00R\x05errorB\x05\n" +
+	"\x03msg\":\n" +
+	"\x0eReadDirRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\tR\x03dir\"g\n" +
+	"\bFileInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x1f\n" +
+	"\vlink_target\x18\x04 \x01(\tR\n" +
+	"linkTarget\"q\n" +
+	"\fReadDirReply\x123\n" +
+	"\aentries\x18\x01 \x03(\v2\x19.berth.plugin.v1.FileInfoR\aentries\x12,\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error2\xa5\f\n" +
 	"\x06Driver\x12J\n" +
 	"\bDescribe\x12 .berth.plugin.v1.DescribeRequest\x1a\x1c.berth.plugin.v1.Description\x12G\n" +
 	"\bValidate\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12L\n" +
@@ -3606,7 +4072,12 @@ const file_driver_proto_rawDesc = "" +
 	"\aRelease\x12\x1f.berth.plugin.v1.ReleaseRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12@\n" +
 	"\x04List\x12\x1c.berth.plugin.v1.ListRequest\x1a\x1a.berth.plugin.v1.ListReply\x12I\n" +
 	"\aDestroy\x12\x1f.berth.plugin.v1.DestroyRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12I\n" +
-	"\bTerminal\x12\x1b.berth.plugin.v1.TerminalIn\x1a\x1c.berth.plugin.v1.TerminalOut(\x010\x01\x12K\n" +
+	"\bTerminal\x12\x1b.berth.plugin.v1.TerminalIn\x1a\x1c.berth.plugin.v1.TerminalOut(\x010\x01\x12J\n" +
+	"\n" +
+	"PutArchive\x12\x1d.berth.plugin.v1.PutArchiveIn\x1a\x1b.berth.plugin.v1.ErrorReply(\x01\x12R\n" +
+	"\n" +
+	"GetArchive\x12\".berth.plugin.v1.GetArchiveRequest\x1a\x1e.berth.plugin.v1.GetArchiveOut0\x01\x12I\n" +
+	"\aReadDir\x12\x1f.berth.plugin.v1.ReadDirRequest\x1a\x1d.berth.plugin.v1.ReadDirReply\x12K\n" +
 	"\rImageIdentity\x12\x1e.berth.plugin.v1.HandleRequest\x1a\x1a.berth.plugin.v1.TextReply\x12F\n" +
 	"\aCapture\x12\x1f.berth.plugin.v1.CaptureRequest\x1a\x1a.berth.plugin.v1.TextReply\x12W\n" +
 	"\x0eDeleteTemplate\x12&.berth.plugin.v1.DeleteTemplateRequest\x1a\x1d.berth.plugin.v1.ReceiptReplyB<Z:github.com/berthdev/berth/drivers/plugin/internal/pluginpbb\x06proto3"
@@ -3623,7 +4094,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_driver_proto_goTypes = []any{
 	(*Error)(nil),                 // 0: berth.plugin.v1.Error
 	(*ConfigProblem)(nil),         // 1: berth.plugin.v1.ConfigProblem
@@ -3671,16 +4142,23 @@ var file_driver_proto_goTypes = []any{
 	(*WindowSize)(nil),            // 43: berth.plugin.v1.WindowSize
 	(*TerminalIn)(nil),            // 44: berth.plugin.v1.TerminalIn
 	(*TerminalOut)(nil),           // 45: berth.plugin.v1.TerminalOut
-	nil,                           // 46: berth.plugin.v1.StringMap.EntriesEntry
-	nil,                           // 47: berth.plugin.v1.SecretMap.EntriesEntry
-	nil,                           // 48: berth.plugin.v1.Config.FieldsEntry
-	nil,                           // 49: berth.plugin.v1.AcquireStart.LabelsEntry
-	nil,                           // 50: berth.plugin.v1.ExecRequest.EnvEntry
-	nil,                           // 51: berth.plugin.v1.ListRequest.LabelsEntry
-	nil,                           // 52: berth.plugin.v1.SandboxInfo.LabelsEntry
-	nil,                           // 53: berth.plugin.v1.StartCommand.EnvEntry
-	nil,                           // 54: berth.plugin.v1.CaptureRequest.LabelsEntry
-	nil,                           // 55: berth.plugin.v1.TerminalOpen.EnvEntry
+	(*PutArchiveStart)(nil),       // 46: berth.plugin.v1.PutArchiveStart
+	(*PutArchiveIn)(nil),          // 47: berth.plugin.v1.PutArchiveIn
+	(*GetArchiveRequest)(nil),     // 48: berth.plugin.v1.GetArchiveRequest
+	(*GetArchiveOut)(nil),         // 49: berth.plugin.v1.GetArchiveOut
+	(*ReadDirRequest)(nil),        // 50: berth.plugin.v1.ReadDirRequest
+	(*FileInfo)(nil),              // 51: berth.plugin.v1.FileInfo
+	(*ReadDirReply)(nil),          // 52: berth.plugin.v1.ReadDirReply
+	nil,                           // 53: berth.plugin.v1.StringMap.EntriesEntry
+	nil,                           // 54: berth.plugin.v1.SecretMap.EntriesEntry
+	nil,                           // 55: berth.plugin.v1.Config.FieldsEntry
+	nil,                           // 56: berth.plugin.v1.AcquireStart.LabelsEntry
+	nil,                           // 57: berth.plugin.v1.ExecRequest.EnvEntry
+	nil,                           // 58: berth.plugin.v1.ListRequest.LabelsEntry
+	nil,                           // 59: berth.plugin.v1.SandboxInfo.LabelsEntry
+	nil,                           // 60: berth.plugin.v1.StartCommand.EnvEntry
+	nil,                           // 61: berth.plugin.v1.CaptureRequest.LabelsEntry
+	nil,                           // 62: berth.plugin.v1.TerminalOpen.EnvEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	1,  // 0: berth.plugin.v1.Error.config_problems:type_name -> berth.plugin.v1.ConfigProblem
@@ -3688,10 +4166,10 @@ var file_driver_proto_depIdxs = []int32{
 	4,  // 2: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
 	5,  // 3: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
 	6,  // 4: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
-	46, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
-	47, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
+	53, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
+	54, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
 	5,  // 7: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
-	48, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
+	55, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
 	8,  // 9: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
 	2,  // 10: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
 	10, // 11: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
@@ -3699,7 +4177,7 @@ var file_driver_proto_depIdxs = []int32{
 	0,  // 13: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
 	0,  // 14: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 15: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
-	49, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
+	56, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
 	0,  // 17: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
 	18, // 18: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
 	19, // 19: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
@@ -3709,73 +4187,83 @@ var file_driver_proto_depIdxs = []int32{
 	22, // 23: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
 	0,  // 24: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 25: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
-	50, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
+	57, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
 	0,  // 27: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
 	29, // 28: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
 	0,  // 29: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 30: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
-	51, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
-	52, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
+	58, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
+	59, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
 	32, // 33: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
 	0,  // 34: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 35: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
-	53, // 36: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
+	60, // 36: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
 	35, // 37: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
 	0,  // 38: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
 	37, // 39: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
 	27, // 40: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
 	0,  // 41: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
-	54, // 42: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
+	61, // 42: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
 	8,  // 43: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
-	55, // 44: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
+	62, // 44: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
 	42, // 45: berth.plugin.v1.TerminalIn.open:type_name -> berth.plugin.v1.TerminalOpen
 	43, // 46: berth.plugin.v1.TerminalIn.resize:type_name -> berth.plugin.v1.WindowSize
 	14, // 47: berth.plugin.v1.TerminalOut.resize_ack:type_name -> berth.plugin.v1.ErrorReply
 	27, // 48: berth.plugin.v1.TerminalOut.exit:type_name -> berth.plugin.v1.ExecReply
 	0,  // 49: berth.plugin.v1.TerminalOut.error:type_name -> berth.plugin.v1.Error
-	7,  // 50: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
-	2,  // 51: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
-	12, // 52: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
-	9,  // 53: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 54: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 55: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 56: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 57: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 58: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
-	20, // 59: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
-	25, // 60: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
-	26, // 61: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
-	36, // 62: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
-	28, // 63: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
-	31, // 64: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
-	34, // 65: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
-	44, // 66: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
-	39, // 67: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
-	40, // 68: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
-	41, // 69: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
-	13, // 70: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
-	14, // 71: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
-	15, // 72: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
-	16, // 73: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
-	17, // 74: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
-	15, // 75: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
-	14, // 76: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
-	23, // 77: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
-	24, // 78: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
-	27, // 79: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
-	38, // 80: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
-	30, // 81: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
-	33, // 82: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
-	30, // 83: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
-	45, // 84: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
-	15, // 85: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
-	15, // 86: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
-	30, // 87: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
-	70, // [70:88] is the sub-list for method output_type
-	52, // [52:70] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	46, // 50: berth.plugin.v1.PutArchiveIn.start:type_name -> berth.plugin.v1.PutArchiveStart
+	0,  // 51: berth.plugin.v1.GetArchiveOut.error:type_name -> berth.plugin.v1.Error
+	51, // 52: berth.plugin.v1.ReadDirReply.entries:type_name -> berth.plugin.v1.FileInfo
+	0,  // 53: berth.plugin.v1.ReadDirReply.error:type_name -> berth.plugin.v1.Error
+	7,  // 54: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
+	2,  // 55: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
+	12, // 56: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
+	9,  // 57: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 58: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 59: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 60: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 61: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 62: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
+	20, // 63: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
+	25, // 64: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
+	26, // 65: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
+	36, // 66: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
+	28, // 67: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
+	31, // 68: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
+	34, // 69: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
+	44, // 70: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
+	47, // 71: berth.plugin.v1.Driver.PutArchive:input_type -> berth.plugin.v1.PutArchiveIn
+	48, // 72: berth.plugin.v1.Driver.GetArchive:input_type -> berth.plugin.v1.GetArchiveRequest
+	50, // 73: berth.plugin.v1.Driver.ReadDir:input_type -> berth.plugin.v1.ReadDirRequest
+	39, // 74: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
+	40, // 75: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
+	41, // 76: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
+	13, // 77: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
+	14, // 78: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
+	15, // 79: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
+	16, // 80: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
+	17, // 81: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
+	15, // 82: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
+	14, // 83: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
+	23, // 84: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
+	24, // 85: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
+	27, // 86: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
+	38, // 87: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
+	30, // 88: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
+	33, // 89: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
+	30, // 90: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
+	45, // 91: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
+	14, // 92: berth.plugin.v1.Driver.PutArchive:output_type -> berth.plugin.v1.ErrorReply
+	49, // 93: berth.plugin.v1.Driver.GetArchive:output_type -> berth.plugin.v1.GetArchiveOut
+	52, // 94: berth.plugin.v1.Driver.ReadDir:output_type -> berth.plugin.v1.ReadDirReply
+	15, // 95: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
+	15, // 96: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
+	30, // 97: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
+	77, // [77:98] is the sub-list for method output_type
+	56, // [56:77] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -3833,13 +4321,21 @@ func file_driver_proto_init() {
 		(*TerminalOut_Exit)(nil),
 		(*TerminalOut_Error)(nil),
 	}
+	file_driver_proto_msgTypes[47].OneofWrappers = []any{
+		(*PutArchiveIn_Start)(nil),
+		(*PutArchiveIn_Data)(nil),
+	}
+	file_driver_proto_msgTypes[49].OneofWrappers = []any{
+		(*GetArchiveOut_Data)(nil),
+		(*GetArchiveOut_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -9,9 +9,9 @@
 // validation, image reference and narrowing, acquire (with its allocated
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
-// health, image identity, capture, template delete and the terminal. A
-// capability the protocol does not carry yet (runner ingress, files) is never
-// declared by a plugin: declared is implemented.
+// health, image identity, capture, template delete, the terminal and
+// files. A capability the protocol does not carry yet (runner ingress) is
+// never declared by a plugin: declared is implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
 // status: a gRPC status means the plugin process or its transport failed.
@@ -52,6 +52,9 @@ const (
 	Driver_List_FullMethodName           = "/berth.plugin.v1.Driver/List"
 	Driver_Destroy_FullMethodName        = "/berth.plugin.v1.Driver/Destroy"
 	Driver_Terminal_FullMethodName       = "/berth.plugin.v1.Driver/Terminal"
+	Driver_PutArchive_FullMethodName     = "/berth.plugin.v1.Driver/PutArchive"
+	Driver_GetArchive_FullMethodName     = "/berth.plugin.v1.Driver/GetArchive"
+	Driver_ReadDir_FullMethodName        = "/berth.plugin.v1.Driver/ReadDir"
 	Driver_ImageIdentity_FullMethodName  = "/berth.plugin.v1.Driver/ImageIdentity"
 	Driver_Capture_FullMethodName        = "/berth.plugin.v1.Driver/Capture"
 	Driver_DeleteTemplate_FullMethodName = "/berth.plugin.v1.Driver/DeleteTemplate"
@@ -109,6 +112,15 @@ type DriverClient interface {
 	// resize in order, and exit when the session's process ended.
 	// Cancelling the stream ends the session.
 	Terminal(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TerminalIn, TerminalOut], error)
+	// PutArchive extracts a tar stream under a directory of a sandbox handle
+	// (capability files): put_start, then the stream's bytes; the reply
+	// comes when the plugin's driver is done.
+	PutArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutArchiveIn, ErrorReply], error)
+	// GetArchive streams a path of a sandbox handle as tar: data messages,
+	// then an error message when it failed.
+	GetArchive(ctx context.Context, in *GetArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArchiveOut], error)
+	// ReadDir lists a directory of a sandbox handle.
+	ReadDir(ctx context.Context, in *ReadDirRequest, opts ...grpc.CallOption) (*ReadDirReply, error)
 	// ImageIdentity reads the identity of the image a sandbox handle runs
 	// (capability image_identity), in images.Identity's text form.
 	ImageIdentity(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*TextReply, error)
@@ -287,6 +299,48 @@ func (c *driverClient) Terminal(ctx context.Context, opts ...grpc.CallOption) (g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Driver_TerminalClient = grpc.BidiStreamingClient[TerminalIn, TerminalOut]
 
+func (c *driverClient) PutArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutArchiveIn, ErrorReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Driver_ServiceDesc.Streams[3], Driver_PutArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PutArchiveIn, ErrorReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_PutArchiveClient = grpc.ClientStreamingClient[PutArchiveIn, ErrorReply]
+
+func (c *driverClient) GetArchive(ctx context.Context, in *GetArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArchiveOut], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Driver_ServiceDesc.Streams[4], Driver_GetArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetArchiveRequest, GetArchiveOut]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_GetArchiveClient = grpc.ServerStreamingClient[GetArchiveOut]
+
+func (c *driverClient) ReadDir(ctx context.Context, in *ReadDirRequest, opts ...grpc.CallOption) (*ReadDirReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadDirReply)
+	err := c.cc.Invoke(ctx, Driver_ReadDir_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *driverClient) ImageIdentity(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*TextReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TextReply)
@@ -369,6 +423,15 @@ type DriverServer interface {
 	// resize in order, and exit when the session's process ended.
 	// Cancelling the stream ends the session.
 	Terminal(grpc.BidiStreamingServer[TerminalIn, TerminalOut]) error
+	// PutArchive extracts a tar stream under a directory of a sandbox handle
+	// (capability files): put_start, then the stream's bytes; the reply
+	// comes when the plugin's driver is done.
+	PutArchive(grpc.ClientStreamingServer[PutArchiveIn, ErrorReply]) error
+	// GetArchive streams a path of a sandbox handle as tar: data messages,
+	// then an error message when it failed.
+	GetArchive(*GetArchiveRequest, grpc.ServerStreamingServer[GetArchiveOut]) error
+	// ReadDir lists a directory of a sandbox handle.
+	ReadDir(context.Context, *ReadDirRequest) (*ReadDirReply, error)
 	// ImageIdentity reads the identity of the image a sandbox handle runs
 	// (capability image_identity), in images.Identity's text form.
 	ImageIdentity(context.Context, *HandleRequest) (*TextReply, error)
@@ -432,6 +495,15 @@ func (UnimplementedDriverServer) Destroy(context.Context, *DestroyRequest) (*Rec
 }
 func (UnimplementedDriverServer) Terminal(grpc.BidiStreamingServer[TerminalIn, TerminalOut]) error {
 	return status.Error(codes.Unimplemented, "method Terminal not implemented")
+}
+func (UnimplementedDriverServer) PutArchive(grpc.ClientStreamingServer[PutArchiveIn, ErrorReply]) error {
+	return status.Error(codes.Unimplemented, "method PutArchive not implemented")
+}
+func (UnimplementedDriverServer) GetArchive(*GetArchiveRequest, grpc.ServerStreamingServer[GetArchiveOut]) error {
+	return status.Error(codes.Unimplemented, "method GetArchive not implemented")
+}
+func (UnimplementedDriverServer) ReadDir(context.Context, *ReadDirRequest) (*ReadDirReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadDir not implemented")
 }
 func (UnimplementedDriverServer) ImageIdentity(context.Context, *HandleRequest) (*TextReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ImageIdentity not implemented")
@@ -700,6 +772,42 @@ func _Driver_Terminal_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Driver_TerminalServer = grpc.BidiStreamingServer[TerminalIn, TerminalOut]
 
+func _Driver_PutArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DriverServer).PutArchive(&grpc.GenericServerStream[PutArchiveIn, ErrorReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_PutArchiveServer = grpc.ClientStreamingServer[PutArchiveIn, ErrorReply]
+
+func _Driver_GetArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetArchiveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DriverServer).GetArchive(m, &grpc.GenericServerStream[GetArchiveRequest, GetArchiveOut]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_GetArchiveServer = grpc.ServerStreamingServer[GetArchiveOut]
+
+func _Driver_ReadDir_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadDirRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).ReadDir(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_ReadDir_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).ReadDir(ctx, req.(*ReadDirRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Driver_ImageIdentity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HandleRequest)
 	if err := dec(in); err != nil {
@@ -810,6 +918,10 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Driver_Destroy_Handler,
 		},
 		{
+			MethodName: "ReadDir",
+			Handler:    _Driver_ReadDir_Handler,
+		},
+		{
 			MethodName: "ImageIdentity",
 			Handler:    _Driver_ImageIdentity_Handler,
 		},
@@ -840,6 +952,16 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Driver_Terminal_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "PutArchive",
+			Handler:       _Driver_PutArchive_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "GetArchive",
+			Handler:       _Driver_GetArchive_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "driver.proto",
