@@ -229,7 +229,7 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 		switch {
 		case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
 			return nil, refused(c.p.Binary, "its contents do not match the pin "+c.p.SHA256+" (it was not started): install the pinned binary or pin this one")
-		case strings.Contains(err.Error(), "Incompatible API version"):
+		case strings.Contains(strings.ToLower(err.Error()), "incompatible api version"):
 			return nil, refused(c.p.Binary, fmt.Sprintf("it speaks another protocol version than this host's %d (%v)", ProtocolVersion, err))
 		}
 		return nil, &errcode.Error{Target: "plugin " + c.p.Binary, Message: fmt.Sprintf("The plugin %s could not be started: check that it is a berth plugin built for this machine.", c.p.Binary),

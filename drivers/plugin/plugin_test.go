@@ -433,3 +433,15 @@ func TestLoadDir(t *testing.T) {
 		}
 	}
 }
+
+// A plugin that answers the handshake with another protocol version is
+// refused, naming both versions.
+func TestProtocolVersionOfHandshake(t *testing.T) {
+	p := fakePlugin(t)
+	t.Setenv("BERTH_FAKEPLUGIN_PROTOCOL", "2")
+	d := load(t, p)
+	_, err := d.(drivers.Lister).List(t.Context(), config.Config{}, nil)
+	if !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "this host's 1") || !strings.Contains(err.Error(), "Plugin version: 2") {
+		t.Errorf("List through a plugin of protocol version 2: %v, want a refusal naming versions 2 and 1", err)
+	}
+}

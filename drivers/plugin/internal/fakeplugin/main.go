@@ -6,7 +6,9 @@
 // image_not_found). When BERTH_FAKEPLUGIN_MARK names a file, it creates
 // that file when it starts, so that a test sees whether it ran; when
 // BERTH_FAKEPLUGIN_STDERR is a number N, it writes N numbered lines and one
-// of 5000 bytes to its stderr when it starts.
+// of 5000 bytes to its stderr when it starts; when
+// BERTH_FAKEPLUGIN_PROTOCOL is 2, it answers go-plugin's handshake as a
+// plugin of protocol version 2 (and serves nothing).
 package main
 
 import (
@@ -15,6 +17,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
@@ -37,6 +41,14 @@ func main() {
 			fmt.Fprintf(os.Stderr, "fakeplugin line %d\n", i)
 		}
 		fmt.Fprintln(os.Stderr, strings.Repeat("x", 5000))
+	}
+	if os.Getenv("BERTH_FAKEPLUGIN_PROTOCOL") == "2" {
+		goplugin.Serve(&goplugin.ServeConfig{
+			HandshakeConfig: goplugin.HandshakeConfig{ProtocolVersion: 2, MagicCookieKey: "BERTH_PLUGIN", MagicCookieValue: "berth-driver-plugin"},
+			Plugins:         goplugin.PluginSet{},
+			GRPCServer:      goplugin.DefaultGRPCServer,
+		})
+		return
 	}
 	hs := map[string]fake.HandlerFunc{}
 	for script, h := range drivertest.ScriptHandlers() {
