@@ -217,7 +217,7 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: io.Discard, Level: hclog.Off}),
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage),
-			grpc.MaxCallSendMsgSize(maxMessage))},
+			grpc.MaxCallSendMsgSize(maxMessage)), grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window)},
 	}
 	if c.opts.Logger != nil {
 		cfg.Stderr = newStderrLog(c.opts.Logger, c.p.Binary)

@@ -34,6 +34,11 @@ const pluginName = "driver"
 // exec's stdin, its output): 256 MiB.
 const maxMessage = 256 << 20
 
+// window is gRPC's flow-control window of a stream and of the
+// connection, both ways: 4 MiB, so that a stream's output on the local
+// connection is not held up by its acknowledgements.
+const window = 4 << 20
+
 // grpcPlugin is go-plugin's view of the driver plugin: the server side
 // registers srv, the client side returns the protocol's client.
 type grpcPlugin struct {
@@ -68,7 +73,8 @@ func Serve(d drivers.Driver, version string) {
 		HandshakeConfig: handshake,
 		Plugins:         goplugin.PluginSet{pluginName: &grpcPlugin{srv: newServer(d, version)}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))...)
+			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
+				grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(window))...)
 		},
 	})
 }
