@@ -158,6 +158,7 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	})
 	t.Run("kill -9 during exec, then release through the new process", func(t *testing.T) { testDockerKillExec(t, p, cfg) })
 	t.Run("kill -9 during acquire, then a sweep through the new process", func(t *testing.T) { testDockerKillAcquire(t, p, cfg) })
+	t.Run("kill -9 during a stream and during a release", func(t *testing.T) { testDockerKillStreamRelease(t, p, cfg) })
 }
 
 // The container outlives the killed plugin: the sandbox is resumed
@@ -243,6 +244,47 @@ func testDockerKillAcquire(t *testing.T, p plugin.Plugin, cfg config.Config) {
 	}
 	if left := listed(t, d, cfg, labels); len(left) != 0 {
 		t.Errorf("after the sweep, a list by labels finds %v", left)
+	}
+}
+
+// A stream whose plugin is killed ends with code unavailable; a release
+// whose plugin is killed is retried through the new process (the sandbox
+// resumed, or destroyed by id when it is gone already), and nothing is
+// left.
+func testDockerKillStreamRelease(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	labels := map[string]string{"test.berth/case": "kill-stream"}
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := sb.(drivers.StreamExecer).Start(ctx, drivers.Command{Argv: []string{"sleep", "300"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	killPlugin(t, p.Binary)
+	if _, err := pr.Wait(ctx); errcode.Code(err) != errcode.Unavailable {
+		t.Fatalf("Wait on a stream of the killed plugin: %v, want unavailable", err)
+	}
+	// Start the new process, then kill it in the middle of the release.
+	if err := eventually(func() error { _, err := sb.Exec(ctx, drivers.Command{Argv: []string{"true"}}); return err }); err != nil {
+		t.Fatalf("Exec after the restart: %v", err)
+	}
+	relc := make(chan error, 1)
+	go func() { _, err := sb.Release(ctx, drivers.Destroy); relc <- err }()
+	time.Sleep(100 * time.Millisecond)
+	killPlugin(t, p.Binary)
+	if err := <-relc; err != nil {
+		var r drivers.Receipt
+		if err := eventually(func() (err error) { r, err = sb.Release(ctx, drivers.Destroy); return err }); err != nil || !r.Proves(sb.ID(), drivers.Destroy) {
+			t.Fatalf("Release after a kill in the middle of one: %+v, %v", r, err)
+		}
+	}
+	var left []drivers.SandboxInfo
+	if err := eventually(func() (err error) { left, err = d.(drivers.Lister).List(ctx, cfg, labels); return err }); err != nil || len(left) != 0 {
+		t.Errorf("after the release, a list by labels finds %v (%v)", left, err)
 	}
 }
 
