@@ -12,7 +12,7 @@
 
 GO        ?= go
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := openssh-server openssh-client procps busybox-static postgresql dash bash zsh dropbear-bin chromium-headless-shell tmux libjs-xterm node-xterm runsc
+APT_PKGS  := protobuf-compiler openssh-server openssh-client procps busybox-static postgresql dash bash zsh dropbear-bin chromium-headless-shell tmux libjs-xterm node-xterm runsc
 FUZZTIME  ?= 5s
 TEST_ACCOUNT := berthtest
 
@@ -35,6 +35,11 @@ TOOLS               ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/berth-tools
 STATICCHECK_VERSION := v0.8.2
 GOVULNCHECK_VERSION := v1.9.0
 VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
+# The Go generators of the plugin protocol (drivers/plugin/internal/pluginpb:
+# make proto; its test checks that regenerating changes nothing and pins the
+# same versions).
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 # staticcheck runs with the machine's own Go (LOCALGOVERSION): it loads
 # export data through `go list -export`, which then reuses every compile of
 # build-local instead of compiling the module and its dependencies a second
@@ -44,8 +49,10 @@ STATICCHECK         := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)-$(LOCALGOVERS
 GOVULNCHECK         := $(TOOLS)/govulncheck-$(GOVULNCHECK_VERSION)-$(GOVERSION)/govulncheck
 INDEXDB             := $(TOOLS)/indexdb-$(VULNDB_VERSION)-$(GOVERSION)/indexdb
 VULNDB              := $(TOOLS)/vulndb-$(VULNDB_VERSION)
+PROTOC_GEN_GO       := $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-$(GOVERSION)/protoc-gen-go
+PROTOC_GEN_GO_GRPC  := $(TOOLS)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)-$(GOVERSION)/protoc-gen-go-grpc
 
-.PHONY: test prereqs build build-local vet lint vulncheck fuzz bench
+.PHONY: test prereqs build build-local vet lint vulncheck fuzz bench proto protogen
 
 # The suite runs through internal/cmd/testreport (go test -json): it prints
 # each package's line, the whole output of every failed test, the public
@@ -79,7 +86,7 @@ TEST_P ?= 4
 test:
 	@s=$$(date +%s); $(MAKE) --no-print-directory prereqs || exit $$?; \
 	  echo "make test: the Debian packages took $$(( $$(date +%s) - s ))s"
-	@s=$$(date +%s); $(MAKE) --no-print-directory build-local lint vulncheck || exit $$?; \
+	@s=$$(date +%s); $(MAKE) --no-print-directory build-local lint vulncheck protogen || exit $$?; \
 	  echo "make test: the build with the machine's Go, staticcheck and govulncheck took $$(( $$(date +%s) - s ))s"
 	@s=$$(date +%s); echo "BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -p $(TEST_P) -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./..."; \
 	  BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -p $(TEST_P) -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./...; rc=$$?; \
@@ -140,6 +147,21 @@ vulncheck: $(GOVULNCHECK) $(VULNDB)/index/db.json
 
 $(STATICCHECK):
 	GOTOOLCHAIN=local GOBIN=$(@D) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# protogen installs the pinned generators (the test of pluginpb finds them
+# there); proto regenerates the plugin protocol's Go code with them.
+protogen: $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
+
+proto: protogen
+	cd drivers/plugin/internal/pluginpb && protoc --plugin=protoc-gen-go=$(PROTOC_GEN_GO) \
+	  --plugin=protoc-gen-go-grpc=$(PROTOC_GEN_GO_GRPC) --go_out=. --go_opt=paths=source_relative \
+	  --go-grpc_out=. --go-grpc_opt=paths=source_relative driver.proto
+
+$(PROTOC_GEN_GO):
+	GOBIN=$(@D) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+$(PROTOC_GEN_GO_GRPC):
+	GOBIN=$(@D) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
 $(GOVULNCHECK):
 	GOBIN=$(@D) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)

@@ -118,3 +118,21 @@ func TestTheFakeIsLinkedOnlyWhenNamed(t *testing.T) {
 		t.Errorf("go list -deps of berth + drivers/fake does not list it; the check finds nothing")
 	}
 }
+
+// Issue 54 item 2: the plugin protocol's gRPC and protobuf are linked only
+// by a host that names drivers/plugin: berth with every compiled driver and
+// both stores links neither.
+func TestOnlyAPluginHostLinksGRPC(t *testing.T) {
+	t.Parallel()
+	const grpcMod, protoMod = "google.golang.org/grpc", "google.golang.org/protobuf"
+	deps := depsOf(t, module, module+"/drivers/ssh", module+"/drivers/local", module+"/drivers/docker", module+"/drivers/daytona",
+		module+"/drivers/fake", module+"/store/sqlite", module+"/store/postgres", module+"/cmd/...")
+	if found := append(withPrefix(deps, grpcMod), withPrefix(deps, protoMod)...); len(found) > 0 {
+		t.Errorf("a host that names no plugin links %d packages of gRPC or protobuf: %v", len(found), found)
+	}
+	// The check can fail: naming the plugin package links them.
+	deps = depsOf(t, module, module+"/drivers/plugin")
+	if len(withPrefix(deps, grpcMod)) == 0 || len(withPrefix(deps, protoMod)) == 0 {
+		t.Errorf("berth + drivers/plugin links no gRPC or no protobuf; the check looks at the wrong graph")
+	}
+}

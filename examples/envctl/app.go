@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/drivers/plugin"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/examples/internal/secretfile"
@@ -39,6 +41,28 @@ func (g *globals) driverList() []drivers.Driver {
 		return g.drivers
 	}
 	return registeredDrivers()
+}
+
+// loadPlugins loads the plugins of dir (-plugins) into g's drivers: a
+// plugin replaces the compiled driver of its name. Their stderr goes to
+// envctl's stderr, one line a record.
+func loadPlugins(g *globals, dir string) error {
+	ds, err := plugin.LoadDir(dir, &plugin.Options{Logger: slog.New(slog.NewTextHandler(g.stderr, nil))})
+	if err != nil {
+		return fmt.Errorf("envctl: -plugins: %w", err)
+	}
+	byName := map[string]bool{}
+	for _, d := range ds {
+		byName[d.Name()] = true
+	}
+	list := ds
+	for _, d := range g.driverList() {
+		if !byName[d.Name()] {
+			list = append(list, d)
+		}
+	}
+	g.drivers = list
+	return nil
 }
 
 // system is a berth.System over the --db file's stores; Close closes the

@@ -241,11 +241,17 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	fs.BoolVar(&g.verbose, "verbose", false, "print a failed command's detail (the technical chain) after its message")
 	as := fs.String("as", "local_operator:envctl", "act as ROLE[:ID][@COMPANY,...] (roles: instance_admin, local_operator, board_member, agent; @ lists company grants)")
 	fs.BoolVar(&g.testMode, "test-mode", false, "allow test-only drivers (fake) as saved targets")
+	pluginDir := fs.String("plugins", "", "load the driver plugins that DIR's pins file lists (drivers/plugin; a plugin replaces the compiled driver of its name)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return errUsage
+	}
+	if *pluginDir != "" {
+		if err := loadPlugins(g, *pluginDir); err != nil {
+			return err
+		}
 	}
 	g.as = parsePrincipal(*as)
 	if fs.NArg() == 0 {

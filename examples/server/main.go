@@ -79,6 +79,7 @@ const RunnerBinaryEnv = "BERTH_RUNNER_BINARY"
 // flagValues are the server's flags.
 type flagValues struct {
 	listen, data, store, drivers string
+	plugins                      string
 	testMode                     bool
 	tokens                       string
 	tlsCert, tlsKey              string
@@ -126,6 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 	fs.StringVar(&c.data, "data", defaultDataDir(), "data directory (the SQLite database and the demo secret store)")
 	fs.StringVar(&c.store, "store", "", "postgres://… URL of a PostgreSQL database (default: SQLite in -data)")
 	fs.StringVar(&c.drivers, "drivers", "local,ssh,docker", "drivers to enable: local, ssh, docker, daytona, fake (fake only with -test-mode)")
+	fs.StringVar(&c.plugins, "plugins", "", "load the driver plugins that DIR's pins file lists (drivers/plugin; a plugin replaces the driver of its name)")
 	fs.BoolVar(&c.testMode, "test-mode", false, "allow test-only drivers (fake) as working targets")
 	fs.StringVar(&c.tokens, "tokens", "", "JSON file mapping bearer tokens to principals")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file")
@@ -227,6 +229,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	drvs, err := driversNamed(names, c.testMode, log)
 	if err != nil {
 		return err
+	}
+	if c.plugins != "" {
+		if drvs, err = withPlugins(drvs, c.plugins, log); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return fmt.Errorf("-data: %w", err)

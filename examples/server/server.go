@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
+	"github.com/berthdev/berth/drivers/plugin"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
@@ -122,6 +123,27 @@ func driversNamed(names []string, testMode bool, log *slog.Logger) ([]drivers.Dr
 			out = append(out, fake.New(nil))
 		default:
 			return nil, fmt.Errorf("-drivers: unknown driver %q (local, ssh, docker, daytona, fake)", n)
+		}
+	}
+	return out, nil
+}
+
+// withPlugins returns drvs with the plugins of dir (-plugins) loaded
+// (drivers/plugin.LoadDir): a plugin replaces the driver of its name.
+// Their stderr goes to log.
+func withPlugins(drvs []drivers.Driver, dir string, log *slog.Logger) ([]drivers.Driver, error) {
+	ps, err := plugin.LoadDir(dir, &plugin.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("-plugins: %w", err)
+	}
+	byName := map[string]bool{}
+	for _, d := range ps {
+		byName[d.Name()] = true
+	}
+	out := ps
+	for _, d := range drvs {
+		if !byName[d.Name()] {
+			out = append(out, d)
 		}
 	}
 	return out, nil

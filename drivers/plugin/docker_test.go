@@ -1,0 +1,305 @@
+package plugin_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
+	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/drivers/plugin"
+	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
+)
+
+// dockerHarness is the Docker driver served by internal/dockerplugin.
+type dockerHarness struct {
+	d      drivers.Driver
+	cfg    config.Config
+	kernel string
+	broken *brokenDocker
+}
+
+// brokenDocker are the targets of the error table, as the Docker driver's
+// own harness makes them: an engine socket nothing listens on, and an
+// image in a registry that wants credentials.
+type brokenDocker struct {
+	deadHost string
+	authImg  string
+	noImage  string
+}
+
+const (
+	authUser     = "berth"
+	authPassword = "conformance-password"
+)
+
+func newBrokenDocker(t *testing.T, reg *testenv.Registry) *brokenDocker {
+	cli := testenv.Docker(t)
+	var locked atomic.Bool
+	authReg := testenv.StartRegistry(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); locked.Load() && (!ok || u != authUser || p != authPassword) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="berth-conformance"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	img := testimage.Busybox(t, authReg, nil)
+	locked.Store(true)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, authReg.Host)
+	return &brokenDocker{deadHost: "unix://" + filepath.Join(t.TempDir(), "dead.sock"), authImg: img.Ref,
+		noImage: reg.Host + "/berth/no-such-image@sha256:" + strings.Repeat("0", 64)}
+}
+
+// Broken implements drivertest.FailureHarness: every failure the Docker
+// driver has lives in its config, so it crosses the boundary as the
+// driver's own error.
+func (h *dockerHarness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
+	raw := map[string]any{}
+	for k, v := range h.cfg {
+		raw[k] = v
+	}
+	switch f {
+	case drivertest.FailUnreachable:
+		raw["host"] = h.broken.deadHost
+		return drivertest.Broken{Config: raw, Layer: drivers.ErrUnavailable}, true
+	case drivertest.FailBadCredentials:
+		raw["image"], raw["registry_auth"] = h.broken.authImg, authUser+":not-"+authPassword
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailMissingCredentials:
+		raw["image"], raw["registry_auth"] = h.broken.authImg, map[string]any{"$secret": "conformance-registry", "version": 1}
+		return drivertest.Broken{Config: raw}, true
+	case drivertest.FailUnknownImage:
+		raw["image"] = h.broken.noImage
+		return drivertest.Broken{Config: raw}, true
+	}
+	return drivertest.Broken{}, false
+}
+
+func (h *dockerHarness) Driver() drivers.Driver { return h.d }
+func (h *dockerHarness) Config() config.Config  { return h.cfg.Clone() }
+func (h *dockerHarness) Close()                 {}
+func (h *dockerHarness) Parallel() int          { return 8 }
+
+// ConfigWithImage implements drivertest.ImageHarness.
+func (h *dockerHarness) ConfigWithImage(id images.Identity) (config.Config, bool) {
+	c := h.cfg.Clone()
+	c["image"] = id.String()
+	return c, true
+}
+
+// HostKernel implements drivertest.IsolationHarness: the engine's kernel.
+func (h *dockerHarness) HostKernel(context.Context) (string, error) { return h.kernel, nil }
+
+// The Docker driver's conformance suite, against the real engine, through
+// a plugin: what the plugin declares (exec, stream_exec, reuse, list,
+// destroy_by_id, image_identity, template_capture, template_delete,
+// terminal, files) passes; what the protocol does not carry yet (runner
+// ingress) is not declared.
+func TestDockerConformanceThroughPlugin(t *testing.T) {
+	cli := testenv.Docker(t)
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	const runLabel = "test.berth/run"
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	run := hex.EncodeToString(b)
+	testenv.RemoveRegistryImagesAtCleanup(t, cli, reg.Host)
+	testenv.RemoveImagesAtCleanup(t, cli, runLabel, run)
+	testenv.RemoveContainersAtCleanup(t, cli, runLabel, run)
+	info, err := cli.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "dockerplugin")
+	start := time.Now()
+	if out, err := goBuild(bin, "github.com/berthdev/berth/drivers/plugin/internal/dockerplugin"); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	p := plugin.Plugin{Binary: bin, SHA256: sum(bin)}
+	if err := plugin.WriteManifest(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("built the Docker plugin and wrote its manifest in %s", time.Since(start).Round(time.Millisecond))
+	d := load(t, p)
+	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles)
+	if got := d.Capabilities().Declared; got != want&docker.New(nil).Capabilities().Declared {
+		t.Errorf("the Docker plugin declares %s, want %s", got, want&docker.New(nil).Capabilities().Declared)
+	}
+	cfg, err := d.Schema().Normalize(map[string]any{"image": img.Ref, "labels": map[string]any{runLabel: run}, "startup_timeout": "2m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = d.(io.Closer).Close() // the subtests' plugins are the only ones running
+	broken := newBrokenDocker(t, reg)
+
+	drivertest.RunConformanceTests(t, func(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
+		return &dockerHarness{d: load(tb, p), cfg: cfg, kernel: info.KernelVersion, broken: broken}, nil
+	})
+	t.Run("kill -9 during exec, then release through the new process", func(t *testing.T) { testDockerKillExec(t, p, cfg) })
+	t.Run("kill -9 during acquire, then a sweep through the new process", func(t *testing.T) { testDockerKillAcquire(t, p, cfg) })
+	t.Run("kill -9 during a stream and during a release", func(t *testing.T) { testDockerKillStreamRelease(t, p, cfg) })
+}
+
+// The container outlives the killed plugin: the sandbox is resumed
+// through the new process (exec works again) and released through it,
+// and a list by its labels finds nothing after.
+func testDockerKillExec(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	labels := map[string]string{"test.berth/case": "kill-exec"}
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(ctx, drivers.Command{Argv: []string{"sleep", "300"}})
+		errc <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	killPlugin(t, p.Binary)
+	if err := <-errc; errcode.Code(err) != errcode.Unavailable {
+		t.Fatalf("Exec through the killed plugin: %v, want unavailable", err)
+	}
+	var res *drivers.Result
+	if err := eventually(func() (err error) {
+		res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"echo", "resumed"}})
+		return err
+	}); err != nil || string(res.Stdout) != "resumed\n" {
+		t.Fatalf("Exec after the restart: %+v, %v", res, err)
+	}
+	killPlugin(t, p.Binary)
+	var r drivers.Receipt
+	if err := eventually(func() (err error) { r, err = sb.Release(ctx, drivers.Destroy); return err }); err != nil || !r.Proves(sb.ID(), drivers.Destroy) {
+		t.Fatalf("Release after a second kill: %+v, %v", r, err)
+	}
+	if left := listed(t, d, cfg, labels); len(left) != 0 {
+		t.Errorf("after the release, a list by labels finds %v", left)
+	}
+}
+
+// A plugin killed while it creates a container leaves at most that
+// container, which a sweep (list by labels, destroy by id) through the
+// new process removes.
+func testDockerKillAcquire(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	labels := map[string]string{"test.berth/case": "kill-acquire"}
+	// Start the plugin, so that the kill lands in the acquisition.
+	if _, err := d.(drivers.Lister).List(ctx, cfg, labels); err != nil {
+		t.Fatal(err)
+	}
+	allocated := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: labels, Allocated: func(context.Context, string) error {
+			close(allocated)
+			time.Sleep(time.Second) // the lease store's write, during which the plugin dies
+			return nil
+		}})
+		errc <- err
+	}()
+	select {
+	case <-allocated:
+	case err := <-errc:
+		t.Fatalf("Acquire returned before the allocation: %v", err)
+	}
+	killPlugin(t, p.Binary)
+	if err := <-errc; errcode.Code(err) != errcode.Unavailable {
+		t.Fatalf("Acquire through the killed plugin: %v, want unavailable", err)
+	}
+	var left []drivers.SandboxInfo
+	if err := eventually(func() (err error) { left, err = d.(drivers.Lister).List(ctx, cfg, labels); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 {
+		t.Errorf("the killed acquisition left %d containers, want the one allocated", len(left))
+	}
+	for _, sb := range left {
+		r, err := d.(drivers.Destroyer).Destroy(ctx, cfg, sb.ProviderLeaseID)
+		if err != nil || !r.Proves(sb.ProviderLeaseID, drivers.Destroy) {
+			t.Errorf("sweep: destroy %s: %+v, %v", sb.ProviderLeaseID, r, err)
+		}
+	}
+	if left := listed(t, d, cfg, labels); len(left) != 0 {
+		t.Errorf("after the sweep, a list by labels finds %v", left)
+	}
+}
+
+// A stream whose plugin is killed ends with code unavailable; a release
+// whose plugin is killed is retried through the new process (the sandbox
+// resumed, or destroyed by id when it is gone already), and nothing is
+// left.
+func testDockerKillStreamRelease(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	labels := map[string]string{"test.berth/case": "kill-stream"}
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := sb.(drivers.StreamExecer).Start(ctx, drivers.Command{Argv: []string{"sleep", "300"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	killPlugin(t, p.Binary)
+	if _, err := pr.Wait(ctx); errcode.Code(err) != errcode.Unavailable {
+		t.Fatalf("Wait on a stream of the killed plugin: %v, want unavailable", err)
+	}
+	// Start the new process, then kill it in the middle of the release.
+	if err := eventually(func() error { _, err := sb.Exec(ctx, drivers.Command{Argv: []string{"true"}}); return err }); err != nil {
+		t.Fatalf("Exec after the restart: %v", err)
+	}
+	relc := make(chan error, 1)
+	go func() { _, err := sb.Release(ctx, drivers.Destroy); relc <- err }()
+	time.Sleep(100 * time.Millisecond)
+	killPlugin(t, p.Binary)
+	if err := <-relc; err != nil {
+		var r drivers.Receipt
+		if err := eventually(func() (err error) { r, err = sb.Release(ctx, drivers.Destroy); return err }); err != nil || !r.Proves(sb.ID(), drivers.Destroy) {
+			t.Fatalf("Release after a kill in the middle of one: %+v, %v", r, err)
+		}
+	}
+	var left []drivers.SandboxInfo
+	if err := eventually(func() (err error) { left, err = d.(drivers.Lister).List(ctx, cfg, labels); return err }); err != nil || len(left) != 0 {
+		t.Errorf("after the release, a list by labels finds %v (%v)", left, err)
+	}
+}
+
+func listed(t *testing.T, d drivers.Driver, cfg config.Config, labels map[string]string) []drivers.SandboxInfo {
+	t.Helper()
+	infos, err := d.(drivers.Lister).List(t.Context(), cfg, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return infos
+}
+
+// goBuild builds pkg into bin.
+func goBuild(bin, pkg string) ([]byte, error) {
+	cmd := execCommand("go", "build", "-o", bin, pkg)
+	cmd.Env = os.Environ()
+	return cmd.CombinedOutput()
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthdev/berth/drivers/plugin"
+)
+
+// `envctl -plugins DIR` loads the plugins DIR's pins file lists: the fake
+// served by a plugin replaces the compiled fake, so the listing shows the
+// capabilities the protocol carries (no runner_ingress), and an exec
+// through it works.
+func TestPluginsFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fakeplugin")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/berthdev/berth/drivers/plugin/internal/fakeplugin").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	pin := hex.EncodeToString(h[:])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := plugin.WriteManifest(ctx, plugin.Plugin{Binary: bin, SHA256: pin}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, plugin.PinsFile), []byte(pin+"  fakeplugin\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "envctl.db")
+	out, errOut, err := runCLI(t, "", "--db", db, "--test-mode", "--plugins", dir, "drivers")
+	if err != nil {
+		t.Fatalf("drivers: %v\n%s", err, errOut)
+	}
+	var fakeLine string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, " fake ") || strings.HasPrefix(line, "fake ") {
+			fakeLine = line
+		}
+	}
+	if fakeLine == "" || !strings.Contains(fakeLine, "terminal") || strings.Contains(fakeLine, "runner_ingress") {
+		t.Errorf("the fake through its plugin: %q, want its capabilities without runner_ingress\n%s", fakeLine, out)
+	}
+	// The check can fail: the compiled fake declares runner_ingress.
+	out, _, err = runCLI(t, "", "--db", db, "--test-mode", "drivers")
+	if err != nil || !strings.Contains(out, "runner_ingress") {
+		t.Errorf("the compiled fake: %v\n%s", err, out)
+	}
+	// A pins file that names another binary's sum is refused, naming its line.
+	if err := os.WriteFile(filepath.Join(dir, plugin.PinsFile), []byte(strings.Repeat("0", 64)+"  fakeplugin\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := runCLI(t, "", "--db", db, "--test-mode", "--plugins", dir, "drivers"); err == nil {
+		t.Errorf("a wrong pin was accepted:\n%s", errOut)
+	}
+}
