@@ -176,10 +176,13 @@
 // writes each event's output bytes to the sink as it arrives (not synced)
 // and hands its metadata to the connection's intake goroutine, which puts
 // every event read while its previous write ran (at most maxEventBatch) in
-// the Store at once: one PutEvents transaction if the Store is an
-// EventBatcher (the SQL stores: one commit instead of one per event), else
-// PutEvent by PutEvent; durable when that returns, as the Store documents,
-// and only then counted as stored. The connection's writer acks: it reads
+// the Store at once: with a GroupIntaker Store (the SQL stores) in one
+// group commit with the batches other connections handed over meanwhile
+// (one transaction for many sessions' events and usage), else one
+// PutEvents transaction if the Store is an EventBatcher, else PutEvent by
+// PutEvent; durable when that returns, as the Store documents, and only
+// then counted as stored. A stored batch wakes the waiters and followers
+// of its own session only. The connection's writer acks: it reads
 // the highest stored seq, calls outputSink.Sync (fileSink: one fsync of the
 // session's current chunk file; a full chunk file was synced before the
 // next was opened), and only then acks that seq. A sync runs while the

@@ -249,7 +249,9 @@ func (a *accounting) keep(it intakeItem) intakeItem {
 // if the store is an EventBatcher, else event by event, idempotent on
 // (session, seq); then a command result into the journal (the first result
 // wins); then the accounting as of the last item, which also acks the
-// discarded ones.
+// discarded ones. With a GroupIntaker store the events and the accounting
+// go in one group commit with other connections' batches, before the
+// results.
 func (c *Controller) intake(ctx context.Context, sess Session, items []intakeItem) error {
 	recs := make([]EventRecord, 0, len(items))
 	for _, it := range items {
@@ -257,7 +259,31 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 			recs = append(recs, it.rec)
 		}
 	}
-	if b, ok := c.o.Store.(EventBatcher); ok && len(recs) > 0 {
+	// The usage after the last item: the session's totals, then each
+	// task's last.
+	var us []TaskUsage
+	if len(items) > 0 {
+		us = []TaskUsage{{Usage: items[len(items)-1].total}}
+		seen := map[string]int{}
+		for _, it := range items {
+			if it.task == nil {
+				continue
+			}
+			if i, ok := seen[it.task.Task]; ok {
+				us[i] = *it.task
+				continue
+			}
+			seen[it.task.Task] = len(us)
+			us = append(us, *it.task)
+		}
+	}
+	if c.group != nil {
+		// Events and usage in one group commit with other connections'.
+		if err := c.group.put(ctx, IntakeBatch{Session: sess.ID, Events: recs, Usage: us}); err != nil {
+			return err
+		}
+		us = nil
+	} else if b, ok := c.o.Store.(EventBatcher); ok && len(recs) > 0 {
 		if err := b.PutEvents(ctx, recs); err != nil {
 			return err
 		}
@@ -277,25 +303,12 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 			}
 		}
 	}
-	if len(items) > 0 {
-		us := []TaskUsage{{Usage: items[len(items)-1].total}}
-		seen := map[string]int{}
-		for _, it := range items {
-			if it.task == nil {
-				continue
-			}
-			if i, ok := seen[it.task.Task]; ok {
-				us[i] = *it.task
-				continue
-			}
-			seen[it.task.Task] = len(us)
-			us = append(us, *it.task)
-		}
+	if len(us) > 0 {
 		if err := c.o.Store.PutOutputUsage(ctx, sess.ID, us); err != nil {
 			return err
 		}
 	}
-	c.notify()
+	c.notifySession(sess.ID)
 	return nil
 }
 
@@ -312,8 +325,12 @@ type StoredEvent struct {
 // once, and keeps following new events until ctx ends (returning
 // ctx.Err()) or fn returns an error (returned). It subscribes before it
 // backfills and drops what it delivered already, so that no event written
-// in between is missed or delivered twice.
-func (c *Controller) follow(ctx context.Context, p authz.Principal, session string, after uint64, fn func(StoredEvent) error) error {
+// in between is missed or delivered twice. An output event's bytes are
+// read from the sink only if bytes(its record) is true (nil: always);
+// otherwise fn gets it with Output.Data nil: a waiter that writes no
+// output reads none of it back (a 1 GiB stream read back from disk and
+// allocated chunk by chunk halved the runner-stream bench, issue 55).
+func (c *Controller) follow(ctx context.Context, p authz.Principal, session string, after uint64, bytes func(EventRecord) bool, fn func(StoredEvent) error) error {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return err
@@ -323,7 +340,7 @@ func (c *Controller) follow(ctx context.Context, p authz.Principal, session stri
 	}
 	last := after
 	for {
-		ch := c.changes()                                           // subscribe first ...
+		ch := c.sessionChanges(sess.ID)                             // subscribe first ...
 		recs, err := c.o.Store.EventsAfter(ctx, sess.ID, last, 256) // ... then backfill
 		if err != nil {
 			return err
@@ -332,9 +349,11 @@ func (c *Controller) follow(ctx context.Context, p authz.Principal, session stri
 			if r.Seq <= last {
 				continue // ... and dedupe
 			}
-			se, err := c.load(ctx, r)
-			if err != nil {
-				return err
+			se := StoredEvent{Seq: r.Seq, Event: r.Event, StoredAt: r.StoredAt}
+			if bytes == nil || bytes(r) {
+				if se, err = c.load(ctx, r); err != nil {
+					return err
+				}
 			}
 			if err := fn(se); err != nil {
 				return err

@@ -205,3 +205,25 @@ type EventBatcher interface {
 // maxEventBatch is the most events the controller stores in one
 // EventBatcher.PutEvents call.
 const maxEventBatch = 64
+
+// IntakeBatch is what one connection's intake stores at once: events of
+// Session (their bytes in the sink, synced before the ack) and the
+// session's output usage after them (PutOutputUsage's us).
+type IntakeBatch struct {
+	Session string
+	Events  []EventRecord
+	Usage   []TaskUsage
+}
+
+// GroupIntaker is an optional interface that may be implemented by a
+// Store. If a Store implements it, the controller stores the batches that
+// many connections read while the previous commit ran in one PutIntake
+// call (group commit: one transaction and one sync of a SQL store's log
+// for many sessions, issue 55), instead of a PutEvents and a
+// PutOutputUsage per connection and batch.
+type GroupIntaker interface {
+	// PutIntake stores each batch as PutEvents (each event idempotently
+	// on (session, seq)) and then PutOutputUsage would, all batches or
+	// none; they are durable when it returns.
+	PutIntake(ctx context.Context, bs []IntakeBatch) error
+}

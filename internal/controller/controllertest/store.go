@@ -379,6 +379,50 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("EventsAfter (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("a group intake stores many sessions' events and usage at once, idempotently", func(t *testing.T) {
+		s := newStore(t)
+		g, ok := s.(controller.GroupIntaker)
+		if !ok {
+			t.Skip("the store has no group intake (no GroupIntaker)")
+		}
+		session(t, s, "s_1")
+		session(t, s, "s_2")
+		ev := func(sess string, seq uint64, file string) controller.EventRecord {
+			return controller.EventRecord{Session: sess, Seq: seq, StoredAt: now, Ref: &controller.OutputRef{File: file, Length: 1},
+				Event: prp.Event{Kind: prp.EventOutput, TaskID: "t1", Output: &prp.Output{Stream: prp.Stdout, Offset: int64(seq)}}}
+		}
+		usage := func(seq uint64, bytes int64) []controller.TaskUsage {
+			return []controller.TaskUsage{{Usage: controller.OutputUsage{Seq: seq, Bytes: bytes, Events: int64(seq)}}, {Task: "t1", Usage: controller.OutputUsage{Seq: seq, Bytes: bytes}}}
+		}
+		if err := g.PutIntake(ctx, []controller.IntakeBatch{
+			{Session: "s_1", Events: []controller.EventRecord{ev("s_1", 1, "a"), ev("s_1", 2, "a")}, Usage: usage(2, 2)},
+			{Session: "s_2", Events: []controller.EventRecord{ev("s_2", 1, "c")}, Usage: usage(1, 1)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// Stored seqs again keep the stored events; an older usage does not
+		// replace a newer one.
+		if err := g.PutIntake(ctx, []controller.IntakeBatch{
+			{Session: "s_1", Events: []controller.EventRecord{ev("s_1", 2, "b"), ev("s_1", 3, "b")}, Usage: usage(3, 3)},
+			{Session: "s_2", Usage: usage(0, 0)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EventsAfter(ctx, "s_1", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]controller.EventRecord{ev("s_1", 1, "a"), ev("s_1", 2, "a"), ev("s_1", 3, "b")}, got); diff != "" {
+			t.Errorf("EventsAfter(s_1) (-want +got):\n%s", diff)
+		}
+		for sess, want := range map[string]int64{"s_1": 3, "s_2": 1} {
+			for _, task := range []string{"", "t1"} {
+				if u, err := s.OutputUsage(ctx, sess, task); err != nil || u.Bytes != want {
+					t.Errorf("OutputUsage(%s, %q) = %+v, %v; want %d bytes", sess, task, u, err, want)
+				}
+			}
+		}
+	})
 	t.Run("the secrets of a command are claimed once, of concurrent claims one wins", func(t *testing.T) {
 		s := newStore(t)
 		session(t, s, "s_1")

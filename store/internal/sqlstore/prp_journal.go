@@ -230,6 +230,57 @@ func (s *PRPStore) PutEvents(ctx context.Context, rs []controller.EventRecord) e
 
 var _ controller.EventBatcher = (*PRPStore)(nil)
 
+// PutIntake implements controller.GroupIntaker: every batch's events (as
+// PutEvents) and usage (as PutOutputUsage) in one transaction, one commit
+// for the batches of many sessions (issue 55).
+func (s *PRPStore) PutIntake(ctx context.Context, bs []controller.IntakeBatch) error {
+	type row struct{ ev, ref sql.NullString }
+	rows := make([][]row, len(bs))
+	for i, b := range bs {
+		rows[i] = make([]row, len(b.Events))
+		for j, r := range b.Events {
+			if r.Seq == 0 || r.Session == "" || r.Session != b.Session {
+				return fmt.Errorf("sqlstore: event of session %q in a batch of session %q: fields session and seq are required", r.Session, b.Session)
+			}
+			ev, err := jsonText(r.Event)
+			if err != nil {
+				return fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, r.Session, err)
+			}
+			ref, err := jsonText(r.Ref)
+			if err != nil {
+				return fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, r.Session, err)
+			}
+			rows[i][j] = row{ev, ref}
+		}
+	}
+	err := s.db.inTx(ctx, func(tx handle) error {
+		for i, b := range bs {
+			for j, r := range b.Events {
+				if _, err := tx.exec(ctx, `INSERT INTO prp_events (session, seq, event, ref, stored_at) VALUES (?, ?, ?, ?, ?)
+					ON CONFLICT (session, seq) DO NOTHING`, r.Session, r.Seq, rows[i][j].ev, rows[i][j].ref, nanos(r.StoredAt)); err != nil {
+					return err
+				}
+			}
+			for _, u := range b.Usage {
+				if _, err := tx.exec(ctx, `INSERT INTO prp_output_usage (session, task, seq, bytes, events, truncated, discarded) VALUES (?, ?, ?, ?, ?, ?, ?)
+					ON CONFLICT (session, task) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, events = excluded.events,
+						truncated = excluded.truncated, discarded = excluded.discarded
+					WHERE prp_output_usage.seq < excluded.seq`,
+					b.Session, u.Task, u.Usage.Seq, u.Usage.Bytes, u.Usage.Events, u.Usage.Truncated, u.Usage.Discarded); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlstore: intake of %d sessions: %w", len(bs), err)
+	}
+	return nil
+}
+
+var _ controller.GroupIntaker = (*PRPStore)(nil)
+
 // EventsAfter implements controller.Store.
 func (s *PRPStore) EventsAfter(ctx context.Context, session string, after uint64, limit int) ([]controller.EventRecord, error) {
 	q := "SELECT session, seq, event, ref, stored_at FROM prp_events WHERE session = ? AND seq > ? ORDER BY seq"
