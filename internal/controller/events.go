@@ -54,13 +54,16 @@ type taskAccount struct {
 }
 
 // newAccounting loads sess's totals: as stored, plus the events stored
-// after them (a crash between the two writes of a batch).
+// after them (a crash between the writes of a batch). Those events' batch
+// may also have missed its results: their commands are completed now (see
+// intake), before the connection reads an event.
 func (c *Controller) newAccounting(ctx context.Context, sess Session, sent func() uint64) (*accounting, error) {
 	a := &accounting{c: c, sess: sess, sent: sent, tasks: map[string]*taskAccount{}, starts: map[string]prp.TaskStart{}, byCmd: map[string]string{}}
 	u, err := c.o.Store.OutputUsage(ctx, sess.ID, "")
 	if err != nil {
 		return nil, err
 	}
+	stored := u
 	for {
 		recs, err := c.o.Store.EventsAfter(ctx, sess.ID, u.Seq, 1024)
 		if err != nil {
@@ -71,10 +74,16 @@ func (c *Controller) newAccounting(ctx context.Context, sess Session, sent func(
 			if r.Ref != nil {
 				u.Bytes += r.Ref.Length
 			}
+			if err := c.completeResult(ctx, sess.ID, r); err != nil {
+				return nil, err
+			}
 		}
 		if len(recs) < 1024 {
 			break
 		}
+	}
+	if u.Seq > stored.Seq {
+		c.notifySession(sess.ID) // results completed
 	}
 	a.total = u
 	return a, nil
@@ -249,9 +258,17 @@ func (a *accounting) keep(it intakeItem) intakeItem {
 // if the store is an EventBatcher, else event by event, idempotent on
 // (session, seq); then a command result into the journal (the first result
 // wins); then the accounting as of the last item, which also acks the
-// discarded ones. With a GroupIntaker store the events and the accounting
-// go in one group commit with other connections' batches, before the
-// results.
+// discarded ones. With a GroupIntaker store the events, their results and
+// the accounting go in one group commit with other connections' batches.
+//
+// A runner is welcomed back from the last event the store holds and never
+// sends a stored event again, so every write after the events' must be
+// done even if the connection ends (issue 55: the result of a task whose
+// connection dropped between the two writes was never completed, and
+// its Wait never returned): the results and the accounting are written
+// without ctx's cancellation once the events are, and the accounting
+// goes last, so that the events a crash left after it (the only ones
+// whose results may be missing) are those newAccounting completes.
 func (c *Controller) intake(ctx context.Context, sess Session, items []intakeItem) error {
 	recs := make([]EventRecord, 0, len(items))
 	for _, it := range items {
@@ -278,12 +295,16 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 		}
 	}
 	if c.group != nil {
-		// Events and usage in one group commit with other connections'.
+		// Events, results and usage in one group commit with other
+		// connections'; put returns the commit's answer once the batch
+		// is queued, even if ctx ends.
 		if err := c.group.put(ctx, IntakeBatch{Session: sess.ID, Events: recs, Usage: us}); err != nil {
 			return err
 		}
-		us = nil
-	} else if b, ok := c.o.Store.(EventBatcher); ok && len(recs) > 0 {
+		c.notifySession(sess.ID)
+		return nil
+	}
+	if b, ok := c.o.Store.(EventBatcher); ok && len(recs) > 0 {
 		if err := b.PutEvents(ctx, recs); err != nil {
 			return err
 		}
@@ -294,21 +315,35 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 			}
 		}
 	}
+	// The events are stored: what follows is done even if the connection
+	// ends now.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.limits.DeadAfter)
+	defer cancel()
 	for _, r := range recs {
-		if r.Event.Kind == prp.EventResult {
-			// Always, even for an event stored before: a crash may have
-			// come between the two writes.
-			if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, *r.Event.Result, r.StoredAt); err != nil && !errors.Is(err, errcode.ErrNotFound) {
-				return err
-			}
+		// Always, even for an event stored before: a crash may have come
+		// between the two writes.
+		if err := c.completeResult(wctx, sess.ID, r); err != nil {
+			return err
 		}
 	}
 	if len(us) > 0 {
-		if err := c.o.Store.PutOutputUsage(ctx, sess.ID, us); err != nil {
+		if err := c.o.Store.PutOutputUsage(wctx, sess.ID, us); err != nil {
 			return err
 		}
 	}
 	c.notifySession(sess.ID)
+	return nil
+}
+
+// completeResult completes the command of r, if r is a result event, with
+// its result (the first result wins; a command not journaled is no error).
+func (c *Controller) completeResult(ctx context.Context, session string, r EventRecord) error {
+	if r.Event.Kind != prp.EventResult || r.Event.Result == nil {
+		return nil
+	}
+	if _, err := c.o.Store.CompleteCommand(ctx, session, *r.Event.Result, r.StoredAt); err != nil && !errors.Is(err, errcode.ErrNotFound) {
+		return err
+	}
 	return nil
 }
 

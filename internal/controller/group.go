@@ -26,6 +26,9 @@ type groupCommitter struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// done is closed once every committer returned: a batch queued
+	// after that is answered by no one.
+	done chan struct{}
 }
 
 type groupReq struct {
@@ -35,14 +38,27 @@ type groupReq struct {
 
 func newGroupCommitter(gi GroupIntaker) *groupCommitter {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &groupCommitter{gi: gi, reqs: make(chan *groupReq, maxGroup), ctx: ctx, cancel: cancel}
+	g := &groupCommitter{gi: gi, reqs: make(chan *groupReq, maxGroup), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	for range groupCommitters {
 		g.wg.Go(g.run)
 	}
+	go func() {
+		g.wg.Wait()
+		close(g.done)
+	}()
 	return g
 }
 
-// put stores b in a group commit and returns once it is durable.
+// put stores b in a group commit and returns once it is durable. ctx
+// bounds only the wait for a place in the queue: once b is queued, put
+// returns the committer's answer, whatever ctx does. A committer commits
+// every batch it took, so a put that returned ctx.Err() for a batch it
+// had queued would report as not stored a batch that is stored a moment
+// later; the connection's runner, welcomed again from what the store
+// holds, would then never send that batch's events again, and nothing
+// would complete their results' commands (the lost tasks of the reconnect
+// storm, issue 55). The wait is bounded by one PutIntake (close answers
+// the batches it did not take).
 func (g *groupCommitter) put(ctx context.Context, b IntakeBatch) error {
 	r := &groupReq{b: b, err: make(chan error, 1)}
 	select {
@@ -55,8 +71,13 @@ func (g *groupCommitter) put(ctx context.Context, b IntakeBatch) error {
 	select {
 	case err := <-r.err:
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-g.done:
+		select {
+		case err := <-r.err:
+			return err
+		default:
+			return errControllerClosed
+		}
 	}
 }
 
@@ -105,5 +126,5 @@ func (g *groupCommitter) run() {
 // close stops the committers; a batch not committed yet fails.
 func (g *groupCommitter) close() {
 	g.cancel()
-	g.wg.Wait()
+	<-g.done
 }

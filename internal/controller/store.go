@@ -207,8 +207,9 @@ type EventBatcher interface {
 const maxEventBatch = 64
 
 // IntakeBatch is what one connection's intake stores at once: events of
-// Session (their bytes in the sink, synced before the ack) and the
-// session's output usage after them (PutOutputUsage's us).
+// Session (their bytes in the sink, synced before the ack), the results
+// among them, and the session's output usage after them
+// (PutOutputUsage's us).
 type IntakeBatch struct {
 	Session string
 	Events  []EventRecord
@@ -223,7 +224,13 @@ type IntakeBatch struct {
 // PutOutputUsage per connection and batch.
 type GroupIntaker interface {
 	// PutIntake stores each batch as PutEvents (each event idempotently
-	// on (session, seq)) and then PutOutputUsage would, all batches or
-	// none; they are durable when it returns.
+	// on (session, seq)), then CompleteCommand for each result event
+	// (Kind prp.EventResult: its Result at its StoredAt; a command not
+	// journaled is skipped, a terminal one kept, even if the event was
+	// stored before), then PutOutputUsage would, all batches or none;
+	// they are durable when it returns. The results go in the events'
+	// transaction: a runner is welcomed back from the last stored event
+	// and never sends it again, so a result stored without its command's
+	// completion would leave that command waiting forever (issue 55).
 	PutIntake(ctx context.Context, bs []IntakeBatch) error
 }

@@ -333,7 +333,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 				return
 			}
 			if ex, err := t.Wait(ctx); err != nil || ex.Code != 0 {
-				fail(fmt.Errorf("runnerload: lease %s: ping: %+v, %v", h.ID(), ex, err))
+				fail(fmt.Errorf("runnerload: lease %s (session %d of %d, its runner connected %d times): ping: %+v, %v", h.ID(), i, cfg.Sessions, drv.accepted(h.SandboxID()), ex, err))
 			}
 		})
 	}

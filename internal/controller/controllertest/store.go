@@ -423,6 +423,46 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			}
 		}
 	})
+	t.Run("a group intake completes the commands of its result events in the same commit", func(t *testing.T) {
+		s := newStore(t)
+		g, ok := s.(controller.GroupIntaker)
+		if !ok {
+			t.Skip("the store has no group intake (no GroupIntaker)")
+		}
+		session(t, s, "s_1")
+		for _, id := range []string{"c1", "c2"} {
+			if _, _, err := s.AppendCommand(ctx, "s_1", start(id, "a"), now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		result := func(seq uint64, id string, code int) controller.EventRecord {
+			return controller.EventRecord{Session: "s_1", Seq: seq, StoredAt: now.Add(time.Duration(seq) * time.Second),
+				Event: prp.Event{Kind: prp.EventResult, Result: &prp.Result{CommandID: id, Status: prp.ResultDone, Exit: &prp.Exit{Code: code}}}}
+		}
+		// c2's result event is stored already, without its completion (a
+		// crash between the writes of a store without group intake).
+		if _, err := s.PutEvent(ctx, result(3, "c2", 0)); err != nil {
+			t.Fatal(err)
+		}
+		// c1's result, a result of a command never journaled (skipped),
+		// and c2's stored result again: completed all the same.
+		if err := g.PutIntake(ctx, []controller.IntakeBatch{{Session: "s_1", Events: []controller.EventRecord{result(1, "c1", 3), result(2, "nope", 1), result(3, "c2", 0)}}}); err != nil {
+			t.Fatal(err)
+		}
+		// Another result of c1: the first wins.
+		if err := g.PutIntake(ctx, []controller.IntakeBatch{{Session: "s_1", Events: []controller.EventRecord{result(4, "c1", 4)}}}); err != nil {
+			t.Fatal(err)
+		}
+		for id, code := range map[string]int{"c1": 3, "c2": 0} {
+			r, err := s.GetCommand(ctx, "s_1", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.State.Terminal() || r.Result == nil || r.Result.Exit == nil || r.Result.Exit.Code != code {
+				t.Errorf("command %s after the group intake: state %s, result %+v; want done with exit %d", id, r.State, r.Result, code)
+			}
+		}
+	})
 	t.Run("the secrets of a command are claimed once, of concurrent claims one wins", func(t *testing.T) {
 		s := newStore(t)
 		session(t, s, "s_1")
