@@ -16,6 +16,12 @@ import (
 
 func init() { benchWorkloads = append(benchWorkloads, "runners-1k", "reconnect-storm") }
 
+// quickLoad and quickStorm are the runners-1k and reconnect-storm rows'
+// configurations under --quick. The test of the rows' wiring makes them
+// smaller (TestBenchRunnersQuick: the suite runs it under -race on two
+// shared cores, and internal/runnerload's own test runs the harness).
+var quickLoad, quickStorm = runnerload.Quick, runnerload.StormQuick
+
 // addLoadRows registers the load workloads' rows with runBench.
 func (b *bench) addLoadRows(workloads map[string]func(*benchTB) []benchRow, planned map[string][]benchRow) {
 	workloads["runners-1k"] = b.runnersRows
@@ -24,10 +30,10 @@ func (b *bench) addLoadRows(workloads map[string]func(*benchTB) []benchRow, plan
 	planned["reconnect-storm"] = []benchRow{{Workload: b.stormName(), Anchor: "goal 30 s (issue 55)", Unit: "s"}}
 }
 
-// stormConfig is runnerload.StormFull, or StormQuick under --quick.
+// stormConfig is runnerload.StormFull, or quickStorm under --quick.
 func (b *bench) stormConfig() runnerload.Config {
 	if b.scale.execs < fullScale.execs { // --quick
-		return runnerload.StormQuick
+		return quickStorm
 	}
 	return runnerload.StormFull
 }
@@ -61,10 +67,10 @@ func (b *bench) stormRows(t *benchTB) []benchRow {
 	return []benchRow{row(t, b.stormName(), "goal 30 s (issue 55)", "s", res.StormBack.Seconds(), 30)}
 }
 
-// loadConfig is runnerload.Full, or Quick under --quick.
+// loadConfig is runnerload.Full, or quickLoad under --quick.
 func (b *bench) loadConfig() runnerload.Config {
 	if b.scale.execs < fullScale.execs { // --quick
-		return runnerload.Quick
+		return quickLoad
 	}
 	return runnerload.Full
 }

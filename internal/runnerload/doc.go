@@ -19,4 +19,9 @@
 // and disk writes over the streaming window. Everything stays on
 // loopback, and a run is bounded by its sessions and duration: it stops by
 // itself.
+//
+// The sizes: Full and StormFull are envctl bench's rows, Quick and
+// StormQuick their --quick variants; the test suite runs StormSmall only
+// (TestStorm: 20 sessions for 4 s, 5 dropped), about 10 s under -race,
+// where the quick sizes cost minutes of a shared two-core make test.
 package runnerload

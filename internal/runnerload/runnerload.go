@@ -689,4 +689,10 @@ var (
 	// sessions dropped at once halfway through the stream.
 	StormFull  = Config{Sessions: 1000, Rate: 40 << 10, Chunk: 4096, Duration: time.Minute, Storm: 0.1}
 	StormQuick = Config{Sessions: 50, Rate: 40 << 10, Chunk: 4096, Duration: 10 * time.Second, Storm: 0.1}
+	// StormSmall is the smallest storm that still proves the harness
+	// end to end, for the test suite (make test runs it under -race on
+	// two shared cores): 5 of 20 sessions dropped at once halfway
+	// through a 4 s stream, a ping dispatched to each session while
+	// they stream and a task to each dropped one right after the drop.
+	StormSmall = Config{Sessions: 20, Rate: 40 << 10, Chunk: 4096, Duration: 4 * time.Second, Storm: 0.25}
 )

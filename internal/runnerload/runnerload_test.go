@@ -9,22 +9,21 @@ import (
 	"github.com/berthdev/berth/internal/runnerload"
 )
 
-// TestQuick runs the --quick variant of envctl bench's runners-1k row on
-// SQLite: every session connects, and the controller stores every byte
-// the simulated runners offered (none lost; back-pressure slows a writer,
-// it never drops). No time is asserted.
-func TestQuick(t *testing.T) {
-	run(t, runnerload.Quick)
-}
-
-// TestStormQuick runs the --quick variant of the reconnect-storm row: 5
-// of 50 sessions dropped at once halfway through; they all come back (a
-// task dispatched to each runs) and the stored output is every offered
-// byte, contiguous: nothing lost or duplicated.
-func TestStormQuick(t *testing.T) {
-	res := run(t, runnerload.StormQuick)
-	if res.Dropped != 5 || res.Reconnected != 5 || res.StormBack <= 0 {
-		t.Errorf("dropped %d sessions, %d reconnected (back in %s), want 5 and 5", res.Dropped, res.Reconnected, res.StormBack)
+// TestStorm runs the harness at its smallest (StormSmall, on SQLite): 5
+// of 20 sessions dropped at once halfway through the stream; they all
+// come back (a task dispatched to each runs, as does a ping dispatched to
+// every session while it streams) and the stored output is every offered
+// byte, contiguous: nothing lost or duplicated. It is the suite's one
+// test of many connections streaming at once through the group commit
+// while some drop (it found issue 55's lost results); the checks of a
+// run without a storm are a subset of its own, and the bench sizes
+// (--quick: Quick, StormQuick) are run by envctl bench, not the suite.
+// No time is asserted.
+func TestStorm(t *testing.T) {
+	cfg := runnerload.StormSmall
+	res := run(t, cfg)
+	if want := int(cfg.Storm * float64(cfg.Sessions)); res.Dropped != want || res.Reconnected != want || res.StormBack <= 0 {
+		t.Errorf("dropped %d sessions, %d reconnected (back in %s), want %d and %d", res.Dropped, res.Reconnected, res.StormBack, want, want)
 	}
 }
 
