@@ -57,8 +57,8 @@ func newGroupCommitter(gi GroupIntaker) *groupCommitter {
 // later; the connection's runner, welcomed again from what the store
 // holds, would then never send that batch's events again, and nothing
 // would complete their results' commands (the lost tasks of the reconnect
-// storm, issue 55). The wait is bounded by one PutIntake (close answers
-// the batches it did not take).
+// storm, issue 55). The wait is bounded by the group commits queued
+// before b's (close answers the batches no committer took).
 func (g *groupCommitter) put(ctx context.Context, b IntakeBatch) error {
 	r := &groupReq{b: b, err: make(chan error, 1)}
 	select {
