@@ -98,6 +98,10 @@ type sealedRunners struct{ controller.RunnerStore }
 
 func (sealedRunners) runnerStore() {}
 
+// UnsealStore returns the store inside: the controller uses it unwrapped,
+// so that its optional interfaces (controller.EventBatcher) are seen.
+func (s sealedRunners) UnsealStore() controller.RunnerStore { return s.RunnerStore }
+
 func init() {
 	controller.SealStore = func(s controller.RunnerStore) any { return sealedRunners{s} }
 }

@@ -210,6 +210,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 			{Workload: fmt.Sprintf("runner task start (true) under runsc, median of %d", b.scale.tasks), Anchor: "docker exec CONTAINER true (runsc)", Unit: "ms"},
 		},
 	}
+	b.addLoadRows(workloads, planned)
 	var failures []error
 	for _, w := range selected {
 		if err := ctx.Err(); err != nil {

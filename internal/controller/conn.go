@@ -112,7 +112,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	c.live[sess.ID] = lc
 	c.hellos[sess.ID] = h
 	c.mu.Unlock()
-	c.notify()
+	c.notify(sess.ID)
 	defer func() {
 		// The claim goes first: once Connected reports false, a new
 		// connection of the session is not refused for this one.
@@ -122,7 +122,7 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 			delete(c.live, sess.ID)
 		}
 		c.mu.Unlock()
-		c.notify()
+		c.notify(sess.ID)
 		c.closeIfLeaseOver(sess.ID)
 	}()
 	var wg sync.WaitGroup
@@ -292,7 +292,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		renewAt = lc.leaseEnd
 	}
 	for {
-		ch := c.changes()
+		ch := c.sessionChanges(lc.sess.ID)
 		var cmds []CommandRecord
 		if claims.Company == authz.InstanceCompany {
 			// A warm-pool member's runner gets no command: first its

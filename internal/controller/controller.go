@@ -103,11 +103,21 @@ type Controller struct {
 	// offers.
 	grant []prpwire.Capability
 
+	// group commits the intake of every connection (a GroupIntaker
+	// store; nil otherwise).
+	group *groupCommitter
+
 	mu      sync.Mutex
 	changed chan struct{}
-	live    map[string]*liveConn
-	hellos  map[string]prpwire.Hello
-	closed  bool
+	// sessChanged holds the channels notifySession closes, by session:
+	// a session's events and commands wake its own waiters only (with
+	// every session's on one channel, each stored batch of one woke every
+	// connection's writer and every follower, which then read the store:
+	// work that grew with the square of the sessions, issue 55).
+	sessChanged map[string]chan struct{}
+	live        map[string]*liveConn
+	hellos      map[string]prpwire.Hello
+	closed      bool
 	// attached holds the ingress servers of the runners Attach connected,
 	// by lease (attach.go).
 	attached map[string]*attachment
@@ -156,13 +166,23 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	if opts != nil {
 		o = *opts
 	}
-	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), live: map[string]*liveConn{}, hellos: map[string]prpwire.Hello{}, attached: map[string]*attachment{},
+	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), sessChanged: map[string]chan struct{}{}, live: map[string]*liveConn{}, hellos: map[string]prpwire.Hello{}, attached: map[string]*attachment{},
 		runs: map[string]*Attachment{}, runLocks: map[string]chan struct{}{}}
 	if c.o.Tickets == nil {
 		c.o.Tickets = prpwire.NewMemoryTicketStore()
 	}
 	if c.o.Store == nil {
 		c.o.Store = NewMemoryStore()
+	}
+	// A store sealed by package store (SealStore) is used unwrapped, so
+	// that its optional interfaces are seen: behind the seal the SQL
+	// stores' EventBatcher was hidden, and every event was a commit of
+	// its own (issue 55).
+	if u, ok := c.o.Store.(interface{ UnsealStore() RunnerStore }); ok {
+		c.o.Store = u.UnsealStore()
+	}
+	if gi, ok := c.o.Store.(GroupIntaker); ok {
+		c.group = newGroupCommitter(gi)
 	}
 	sink, err := newFileSink(c.o.DataDir)
 	if err != nil {
@@ -448,15 +468,45 @@ func (c *Controller) Close() error {
 		c.releaseConnection(id, lc.conn)
 	}
 	c.closeAttachments()
+	if c.group != nil {
+		c.group.close()
+	}
 	return nil
 }
 
-// notify wakes every waiter and follower of this controller.
-func (c *Controller) notify() {
+// notify wakes the waiters of a change of session that concerns more
+// than its own waiters (a connection came or went: Attach's waits for a
+// hello), and session's own.
+func (c *Controller) notify(session string) {
 	c.mu.Lock()
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
+	c.notifySession(session)
+}
+
+// notifySession wakes the waiters and followers of session (its events
+// or commands were stored), and no other.
+func (c *Controller) notifySession(session string) {
+	c.mu.Lock()
+	if ch := c.sessChanged[session]; ch != nil {
+		close(ch)
+		delete(c.sessChanged, session)
+	}
+	c.mu.Unlock()
+}
+
+// sessionChanges returns the channel the next notifySession (or notify)
+// of session closes.
+func (c *Controller) sessionChanges(session string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.sessChanged[session]
+	if ch == nil {
+		ch = make(chan struct{})
+		c.sessChanged[session] = ch
+	}
+	return ch
 }
 
 // changes returns the channel the next notify closes.

@@ -78,7 +78,7 @@ func (c *Controller) dispatch(ctx context.Context, p authz.Principal, session st
 		r.Result.Duplicate = true
 	}
 	if !existed {
-		c.notify()
+		c.notifySession(s.ID)
 	}
 	return r, nil
 }
@@ -94,7 +94,7 @@ func (c *Controller) wait(ctx context.Context, p authz.Principal, session, id st
 		return prp.Result{}, err
 	}
 	for {
-		ch := c.changes()
+		ch := c.sessionChanges(s.ID)
 		r, err := c.o.Store.GetCommand(ctx, s.ID, id)
 		if err != nil {
 			return prp.Result{}, err

@@ -176,10 +176,22 @@
 // writes each event's output bytes to the sink as it arrives (not synced)
 // and hands its metadata to the connection's intake goroutine, which puts
 // every event read while its previous write ran (at most maxEventBatch) in
-// the Store at once: one PutEvents transaction if the Store is an
-// EventBatcher (the SQL stores: one commit instead of one per event), else
-// PutEvent by PutEvent; durable when that returns, as the Store documents,
-// and only then counted as stored. The connection's writer acks: it reads
+// the Store at once: with a GroupIntaker Store (the SQL stores) in one
+// group commit with the batches other connections handed over meanwhile
+// (one transaction for many sessions' events, their results' commands
+// and usage), else one PutEvents transaction if the Store is an
+// EventBatcher, else PutEvent by PutEvent, then the results' commands,
+// then the usage; durable when that returns, as the Store documents, and
+// only then counted as stored. A batch handed to the group commit is
+// waited for even if its connection ends meanwhile, and the writes after
+// the events' are done all the same: a runner is welcomed back from the
+// last event the store holds and never sends a stored event again, so a
+// result stored without its command's completion would leave a Wait for
+// it forever (issue 55). A crash between those writes leaves events after
+// the session's stored usage: the next connection of the session
+// completes their results before it reads an event (newAccounting).
+// A stored batch wakes the waiters and followers
+// of its own session only. The connection's writer acks: it reads
 // the highest stored seq, calls outputSink.Sync (fileSink: one fsync of the
 // session's current chunk file; a full chunk file was synced before the
 // next was opened), and only then acks that seq. A sync runs while the

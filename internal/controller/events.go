@@ -54,13 +54,16 @@ type taskAccount struct {
 }
 
 // newAccounting loads sess's totals: as stored, plus the events stored
-// after them (a crash between the two writes of a batch).
+// after them (a crash between the writes of a batch). Those events' batch
+// may also have missed its results: their commands are completed now (see
+// intake), before the connection reads an event.
 func (c *Controller) newAccounting(ctx context.Context, sess Session, sent func() uint64) (*accounting, error) {
 	a := &accounting{c: c, sess: sess, sent: sent, tasks: map[string]*taskAccount{}, starts: map[string]prp.TaskStart{}, byCmd: map[string]string{}}
 	u, err := c.o.Store.OutputUsage(ctx, sess.ID, "")
 	if err != nil {
 		return nil, err
 	}
+	stored := u
 	for {
 		recs, err := c.o.Store.EventsAfter(ctx, sess.ID, u.Seq, 1024)
 		if err != nil {
@@ -71,10 +74,16 @@ func (c *Controller) newAccounting(ctx context.Context, sess Session, sent func(
 			if r.Ref != nil {
 				u.Bytes += r.Ref.Length
 			}
+			if err := c.completeResult(ctx, sess.ID, r); err != nil {
+				return nil, err
+			}
 		}
 		if len(recs) < 1024 {
 			break
 		}
+	}
+	if u.Seq > stored.Seq {
+		c.notifySession(sess.ID) // results completed
 	}
 	a.total = u
 	return a, nil
@@ -249,7 +258,17 @@ func (a *accounting) keep(it intakeItem) intakeItem {
 // if the store is an EventBatcher, else event by event, idempotent on
 // (session, seq); then a command result into the journal (the first result
 // wins); then the accounting as of the last item, which also acks the
-// discarded ones.
+// discarded ones. With a GroupIntaker store the events, their results and
+// the accounting go in one group commit with other connections' batches.
+//
+// A runner is welcomed back from the last event the store holds and never
+// sends a stored event again, so every write after the events' must be
+// done even if the connection ends (issue 55: the result of a task whose
+// connection dropped between the two writes was never completed, and
+// its Wait never returned): the results and the accounting are written
+// without ctx's cancellation once the events are, and the accounting
+// goes last, so that the events a crash left after it (the only ones
+// whose results may be missing) are those newAccounting completes.
 func (c *Controller) intake(ctx context.Context, sess Session, items []intakeItem) error {
 	recs := make([]EventRecord, 0, len(items))
 	for _, it := range items {
@@ -257,28 +276,11 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 			recs = append(recs, it.rec)
 		}
 	}
-	if b, ok := c.o.Store.(EventBatcher); ok && len(recs) > 0 {
-		if err := b.PutEvents(ctx, recs); err != nil {
-			return err
-		}
-	} else {
-		for _, r := range recs {
-			if _, err := c.o.Store.PutEvent(ctx, r); err != nil {
-				return err
-			}
-		}
-	}
-	for _, r := range recs {
-		if r.Event.Kind == prp.EventResult {
-			// Always, even for an event stored before: a crash may have
-			// come between the two writes.
-			if _, err := c.o.Store.CompleteCommand(ctx, sess.ID, *r.Event.Result, r.StoredAt); err != nil && !errors.Is(err, errcode.ErrNotFound) {
-				return err
-			}
-		}
-	}
+	// The usage after the last item: the session's totals, then each
+	// task's last.
+	var us []TaskUsage
 	if len(items) > 0 {
-		us := []TaskUsage{{Usage: items[len(items)-1].total}}
+		us = []TaskUsage{{Usage: items[len(items)-1].total}}
 		seen := map[string]int{}
 		for _, it := range items {
 			if it.task == nil {
@@ -291,11 +293,57 @@ func (c *Controller) intake(ctx context.Context, sess Session, items []intakeIte
 			seen[it.task.Task] = len(us)
 			us = append(us, *it.task)
 		}
-		if err := c.o.Store.PutOutputUsage(ctx, sess.ID, us); err != nil {
+	}
+	if c.group != nil {
+		// Events, results and usage in one group commit with other
+		// connections'; put returns the commit's answer once the batch
+		// is queued, even if ctx ends.
+		if err := c.group.put(ctx, IntakeBatch{Session: sess.ID, Events: recs, Usage: us}); err != nil {
+			return err
+		}
+		c.notifySession(sess.ID)
+		return nil
+	}
+	if b, ok := c.o.Store.(EventBatcher); ok && len(recs) > 0 {
+		if err := b.PutEvents(ctx, recs); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range recs {
+			if _, err := c.o.Store.PutEvent(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
+	// The events are stored: what follows is done even if the connection
+	// ends now.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.limits.DeadAfter)
+	defer cancel()
+	for _, r := range recs {
+		// Always, even for an event stored before: a crash may have come
+		// between the two writes.
+		if err := c.completeResult(wctx, sess.ID, r); err != nil {
 			return err
 		}
 	}
-	c.notify()
+	if len(us) > 0 {
+		if err := c.o.Store.PutOutputUsage(wctx, sess.ID, us); err != nil {
+			return err
+		}
+	}
+	c.notifySession(sess.ID)
+	return nil
+}
+
+// completeResult completes the command of r, if r is a result event, with
+// its result (the first result wins; a command not journaled is no error).
+func (c *Controller) completeResult(ctx context.Context, session string, r EventRecord) error {
+	if r.Event.Kind != prp.EventResult || r.Event.Result == nil {
+		return nil
+	}
+	if _, err := c.o.Store.CompleteCommand(ctx, session, *r.Event.Result, r.StoredAt); err != nil && !errors.Is(err, errcode.ErrNotFound) {
+		return err
+	}
 	return nil
 }
 
@@ -312,8 +360,12 @@ type StoredEvent struct {
 // once, and keeps following new events until ctx ends (returning
 // ctx.Err()) or fn returns an error (returned). It subscribes before it
 // backfills and drops what it delivered already, so that no event written
-// in between is missed or delivered twice.
-func (c *Controller) follow(ctx context.Context, p authz.Principal, session string, after uint64, fn func(StoredEvent) error) error {
+// in between is missed or delivered twice. An output event's bytes are
+// read from the sink only if bytes(its record) is true (nil: always);
+// otherwise fn gets it with Output.Data nil: a waiter that writes no
+// output reads none of it back (a 1 GiB stream read back from disk and
+// allocated chunk by chunk halved the runner-stream bench, issue 55).
+func (c *Controller) follow(ctx context.Context, p authz.Principal, session string, after uint64, bytes func(EventRecord) bool, fn func(StoredEvent) error) error {
 	sess, err := c.session(ctx, p, session)
 	if err != nil {
 		return err
@@ -323,7 +375,7 @@ func (c *Controller) follow(ctx context.Context, p authz.Principal, session stri
 	}
 	last := after
 	for {
-		ch := c.changes()                                           // subscribe first ...
+		ch := c.sessionChanges(sess.ID)                             // subscribe first ...
 		recs, err := c.o.Store.EventsAfter(ctx, sess.ID, last, 256) // ... then backfill
 		if err != nil {
 			return err
@@ -332,9 +384,11 @@ func (c *Controller) follow(ctx context.Context, p authz.Principal, session stri
 			if r.Seq <= last {
 				continue // ... and dedupe
 			}
-			se, err := c.load(ctx, r)
-			if err != nil {
-				return err
+			se := StoredEvent{Seq: r.Seq, Event: r.Event, StoredAt: r.StoredAt}
+			if bytes == nil || bytes(r) {
+				if se, err = c.load(ctx, r); err != nil {
+					return err
+				}
 			}
 			if err := fn(se); err != nil {
 				return err

@@ -31,7 +31,7 @@ func (c *Controller) Wait(ctx context.Context, p authz.Principal, session, id st
 
 // Follow is follow, for tests.
 func (c *Controller) Follow(ctx context.Context, p authz.Principal, session string, after uint64, fn func(StoredEvent) error) error {
-	return c.follow(ctx, p, session, after, fn)
+	return c.follow(ctx, p, session, after, nil, fn)
 }
 
 // StartTask dispatches task.start of ts with command id, for tests.

@@ -185,7 +185,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 		}
 	}
 	if len(todo) > 0 {
-		c.notify()
+		c.notifySession(s.ID)
 	}
 	var bad []string
 	for i, task := range todo {
@@ -209,7 +209,7 @@ func (c *Controller) stopSession(ctx context.Context, s Session, grace time.Dura
 // the wait.
 func (c *Controller) waitResult(ctx context.Context, session, id string) (prp.Result, error) {
 	for {
-		ch := c.changes()
+		ch := c.sessionChanges(session)
 		r, err := c.o.Store.GetCommand(ctx, session, id)
 		if err != nil {
 			return prp.Result{}, err

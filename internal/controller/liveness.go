@@ -86,6 +86,6 @@ func (c *Controller) lostEvents(ctx context.Context, sess Session, h prpwire.Hel
 			return ack, err
 		}
 	}
-	c.notify()
+	c.notify(sess.ID)
 	return lost.To, nil
 }

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,10 +26,10 @@ type memoryStore struct {
 	mu       sync.Mutex
 	sessions map[string]Session
 	commands map[string][]CommandRecord // by session, index seq-1
-	events   map[string]map[uint64]EventRecord
-	claimed  map[[2]string]bool        // secrets delivered, by (session, command id)
-	usage    map[[2]string]OutputUsage // by (session, task)
-	conns    map[string]connClaim      // by session
+	events   map[string][]EventRecord   // by session, in seq order
+	claimed  map[[2]string]bool         // secrets delivered, by (session, command id)
+	usage    map[[2]string]OutputUsage  // by (session, task)
+	conns    map[string]connClaim       // by session
 }
 
 // connClaim is a session's live connection and how long its claim lasts.
@@ -42,7 +44,7 @@ func (s *memoryStore) init() {
 	if s.sessions == nil {
 		s.sessions = map[string]Session{}
 		s.commands = map[string][]CommandRecord{}
-		s.events = map[string]map[uint64]EventRecord{}
+		s.events = map[string][]EventRecord{}
 		s.claimed = map[[2]string]bool{}
 		s.usage = map[[2]string]OutputUsage{}
 		s.conns = map[string]connClaim{}
@@ -248,15 +250,12 @@ func (s *memoryStore) PutEvent(ctx context.Context, r EventRecord) (bool, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
-	m := s.events[r.Session]
-	if m == nil {
-		m = map[uint64]EventRecord{}
-		s.events[r.Session] = m
-	}
-	if _, ok := m[r.Seq]; ok {
+	evs := s.events[r.Session]
+	i, found := slices.BinarySearchFunc(evs, r.Seq, func(e EventRecord, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	if found {
 		return false, nil
 	}
-	m[r.Seq] = copyEvent(r)
+	s.events[r.Session] = slices.Insert(evs, i, copyEvent(r))
 	return true, nil
 }
 
@@ -267,15 +266,22 @@ func (s *memoryStore) EventsAfter(ctx context.Context, session string, after uin
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []EventRecord{}
-	for seq, r := range s.events[session] {
-		if seq > after {
-			out = append(out, copyEvent(r))
-		}
+	// The events are kept in seq order: a read is a search and a copy of
+	// at most limit records, not a scan and sort of the session's all
+	// (which grew with the stream and held the lock the intake writes
+	// under, issue 55).
+	evs := s.events[session]
+	i, found := slices.BinarySearchFunc(evs, after, func(e EventRecord, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	if found {
+		i++
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	evs = evs[i:]
+	if limit > 0 && len(evs) > limit {
+		evs = evs[:limit]
+	}
+	out := make([]EventRecord, len(evs))
+	for j, r := range evs {
+		out[j] = copyEvent(r)
 	}
 	return out, nil
 }
@@ -288,8 +294,8 @@ func (s *memoryStore) LastEventSeq(ctx context.Context, session string) (uint64,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := s.usage[[2]string{session, ""}].Seq
-	for seq := range s.events[session] {
-		last = max(last, seq)
+	if evs := s.events[session]; len(evs) > 0 {
+		last = max(last, evs[len(evs)-1].Seq)
 	}
 	return last, nil
 }

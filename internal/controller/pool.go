@@ -261,7 +261,7 @@ func (c *Controller) handOver(ctx context.Context, l *lease.Lease, run string) (
 	}
 	if ok {
 		c.log.Info("controller: pool member's runner session handed over", "session", s.ID, "lease", l.ID, "run", run)
-		c.notify() // the writer renews the token before any command
+		c.notify(s.ID) // the writer renews the token before any command
 	}
 	return ok, nil
 }

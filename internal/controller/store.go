@@ -205,3 +205,32 @@ type EventBatcher interface {
 // maxEventBatch is the most events the controller stores in one
 // EventBatcher.PutEvents call.
 const maxEventBatch = 64
+
+// IntakeBatch is what one connection's intake stores at once: events of
+// Session (their bytes in the sink, synced before the ack), the results
+// among them, and the session's output usage after them
+// (PutOutputUsage's us).
+type IntakeBatch struct {
+	Session string
+	Events  []EventRecord
+	Usage   []TaskUsage
+}
+
+// GroupIntaker is an optional interface that may be implemented by a
+// Store. If a Store implements it, the controller stores the batches that
+// many connections read while the previous commit ran in one PutIntake
+// call (group commit: one transaction and one sync of a SQL store's log
+// for many sessions, issue 55), instead of a PutEvents and a
+// PutOutputUsage per connection and batch.
+type GroupIntaker interface {
+	// PutIntake stores each batch as PutEvents (each event idempotently
+	// on (session, seq)), then CompleteCommand for each result event
+	// (Kind prp.EventResult: its Result at its StoredAt; a command not
+	// journaled is skipped, a terminal one kept, even if the event was
+	// stored before), then PutOutputUsage would, all batches or none;
+	// they are durable when it returns. The results go in the events'
+	// transaction: a runner is welcomed back from the last stored event
+	// and never sends it again, so a result stored without its command's
+	// completion would leave that command waiting forever (issue 55).
+	PutIntake(ctx context.Context, bs []IntakeBatch) error
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/prp"
+	"github.com/berthdev/berth/internal/prpwire"
 )
 
 // ErrTaskNotRun is wrapped by Task.Wait when the runner did not run the
@@ -123,9 +124,17 @@ func (t *Task) Wait(ctx context.Context) (prp.Exit, error) {
 		return prp.Exit{}, fmt.Errorf("controller: wait for task %s: %w", t.id, ctx.Err())
 	}
 	defer func() { <-t.waitLock }()
+	if t.stdout == nil && t.stderr == nil && t.started == nil {
+		return t.waitResult(ctx)
+	}
 	var exit *prp.Exit
 	errDone := errors.New("done")
-	err := t.c.follow(ctx, t.p, t.session, t.seq, func(se StoredEvent) error {
+	// Only this task's output to a writer it has is read back.
+	bytes := func(r EventRecord) bool {
+		o := r.Event.Output
+		return r.Event.TaskID == t.id && o != nil && ((o.Stream == prp.Stderr && t.stderr != nil) || (o.Stream != prp.Stderr && t.stdout != nil))
+	}
+	err := t.c.follow(ctx, t.p, t.session, t.seq, bytes, func(se StoredEvent) error {
 		ev := se.Event
 		switch {
 		case ev.Kind == prp.EventOutput && ev.TaskID == t.id:
@@ -171,6 +180,26 @@ func (t *Task) Wait(ctx context.Context) (prp.Exit, error) {
 	return prp.Exit{}, err
 }
 
+// waitResult is Wait for a task with nothing to write or report while it
+// runs: it waits for its task.start command's result (which carries the
+// exit, truncated as the output was) instead of reading every event of
+// the session back (the followers of a thousand streams read the store
+// as often as the intake wrote it, issue 55).
+func (t *Task) waitResult(ctx context.Context) (prp.Exit, error) {
+	res, err := t.c.wait(ctx, t.p, t.session, t.cmd)
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return prp.Exit{}, fmt.Errorf("controller: wait for task %s: %w", t.id, ctx.Err())
+	case err != nil:
+		return prp.Exit{}, err
+	case res.Status == prp.ResultDone && res.Exit != nil:
+		return *res.Exit, nil
+	case res.Code == prpwire.CodeEventsLost:
+		return prp.Exit{}, fmt.Errorf("task %s: %w: %s", t.id, ErrEventsLost, res.Message)
+	}
+	return prp.Exit{}, fmt.Errorf("task %s: %w: %s (%s): %s", t.id, ErrTaskNotRun, res.Status, res.Code, res.Message)
+}
+
 // OutputChunk is a piece of a task's stored output (Task.Output).
 type OutputChunk struct {
 	// Seq is the event's seq in the session: pass the last chunk's Seq to
@@ -197,7 +226,7 @@ func (t *Task) Output(ctx context.Context, from uint64) ([]OutputChunk, error) {
 	var out []OutputChunk
 	ended, lost := false, false
 	for {
-		ch := t.c.changes()
+		ch := t.c.sessionChanges(t.session)
 		recs, err := t.c.eventsAfter(ctx, t.p, t.session, from, maxOutputChunks)
 		if err != nil {
 			return nil, err

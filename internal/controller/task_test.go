@@ -237,3 +237,62 @@ func TestAttachReadsTheRunnerFromTheLease(t *testing.T) {
 		t.Errorf("Events = %d, %v", len(evs), err)
 	}
 }
+
+// issue 55: Wait reads back from the sink only the output it writes to a
+// writer: a task started with a Stdout gets its bytes, and one started
+// without Stdout and Stderr waits to its exit with the chunk files gone
+// (it read none of them; a 1 GiB stream read back chunk by chunk halved
+// the runner-stream bench).
+func TestWaitWithoutWritersReadsNoOutputBack(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	w := newLeaseWorldWith(t, time.Minute, serverOptions{Options: controller.Options{DataDir: dataDir}})
+	_, att := attachFake(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout lockedBuffer
+	task, err := att.Start(ctx, leaseOperator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "t-loud", Argv: []string{"printf", "loud"}}, Stdout: &stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit, err := task.Wait(ctx); err != nil || exit.Code != 0 || stdout.String() != "loud" {
+		t.Fatalf("Wait = %+v, %v, stdout %q; want exit 0 and \"loud\"", exit, err, stdout.String())
+	}
+	// The quiet task prints, then waits for the chunk files to be removed.
+	gate := filepath.Join(t.TempDir(), "gate")
+	task, err = att.Start(ctx, leaseOperator, controller.TaskSpec{TaskStart: prp.TaskStart{TaskID: "t-quiet", Argv: []string{"sh", "-c",
+		`head -c 100000 /dev/zero; while [ ! -e "$1" ]; do sleep 0.05; done; exit 4`, "sh", gate}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		u, err := w.s.c.OutputStatus(ctx, leaseOperator, att.Session(), "t-quiet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Bytes == 100000 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("stored %d bytes of 100000: %v", u.Bytes, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	chunks, err := filepath.Glob(filepath.Join(dataDir, "*", "*.chunk"))
+	if err != nil || len(chunks) == 0 {
+		t.Fatalf("chunk files: %v %v", chunks, err)
+	}
+	for _, c := range chunks {
+		if err := os.Remove(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exit, err := task.Wait(ctx)
+	if err != nil || exit.Code != 4 {
+		t.Fatalf("Wait = %+v, %v; want exit 4 without reading the removed output", exit, err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/internal/qualify"
 	"github.com/berthdev/berth/qualification"
@@ -84,6 +85,16 @@ type Options struct {
 	// its runner's tasks are processes of this host. Default nil: the
 	// named directory itself ("" is the runner's own).
 	TaskDir func(cwd string) (dir string, done func(), err error)
+	// SimulateTask, if not nil, runs every task in this process instead
+	// of starting its argv: it writes the task's stdout to stdout until
+	// it returns the exit code; a task.stop (or the runner's shutdown)
+	// ends its ctx, and the task then ends with -1 and SIGKILL. For the
+	// simulated runners of internal/runnerload only (issue 55: many
+	// runners in one process, each with the real connection, journal and
+	// outbox): no process is started, secrets are not placed, and the
+	// stop proof scans /proc for the task's tag, which nothing carries.
+	// Default: nil (tasks are processes).
+	SimulateTask func(ctx context.Context, ts prp.TaskStart, stdout io.Writer) int
 }
 
 func (o *Options) withDefaults() (Options, error) {

@@ -408,10 +408,18 @@ func (r *Runner) stopAll(ctx context.Context, why string) {
 func (r *Runner) stopTask(ctx context.Context, taskID string, pgid int, since uint64, grace time.Duration) prp.StopProof {
 	var exited <-chan struct{}
 	r.mu.Lock()
-	if t := r.tasks[taskID]; t != nil && t.pgid == pgid {
+	t := r.tasks[taskID]
+	if t != nil && t.pgid == pgid {
 		exited = t.exited
 	}
 	r.mu.Unlock()
+	if t != nil && t.cancel != nil { // simulated (Options.SimulateTask)
+		t.cancel()
+		select {
+		case <-t.exited:
+		case <-ctx.Done():
+		}
+	}
 	return r.stopTree(ctx, taskID, pgid, since, grace, exited)
 }
 

@@ -27,6 +27,8 @@ type task struct {
 	done     chan struct{}
 	exited   chan struct{} // closed once the leader was reaped
 	timedOut atomic.Bool
+	// cancel ends a simulated task (Options.SimulateTask; pgid 0).
+	cancel context.CancelFunc
 }
 
 // startTask runs a task.start command (PRP-6): journaled executing (synced)
@@ -42,6 +44,10 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 	}
 	if err := r.j.record(journalEntry{ID: c.ID, State: prp.JournalExecuting}); err != nil {
 		r.log.Error("runner: journal", "command", c.ID, "err", err)
+		return
+	}
+	if r.opts.SimulateTask != nil {
+		r.simulateTask(ctx, c)
 		return
 	}
 	secretEnv, files, err := placeSecrets(ts, secretValues)
@@ -125,6 +131,46 @@ func (r *Runner) startTask(ctx context.Context, c prp.Command, secretValues []st
 		}
 		ex := exitOf(cmd, werr)
 		ex.Truncated, ex.TimedOut = truncated.Load(), t.timedOut.Load()
+		r.mu.Lock()
+		delete(r.tasks, t.id)
+		r.mu.Unlock()
+		r.emit(ctx, prp.Event{Kind: prp.EventExit, TaskID: t.id, Exit: &ex})
+		r.finish(ctx, c, prp.Result{Status: prp.ResultDone, Exit: &ex})
+	}()
+}
+
+// simulateTask runs c's task by Options.SimulateTask in this process:
+// started (the runner's pid), its stdout pumped to the outbox as a
+// process's would be (back-pressure included: a full outbox blocks the
+// simulated writer), then exit and result. Its pgid is 0, so a stop
+// kills nothing: it ends the simulation's ctx (stopTask).
+func (r *Runner) simulateTask(ctx context.Context, c prp.Command) {
+	ts := c.TaskStart
+	sctx, cancel := context.WithCancel(ctx)
+	t := &task{id: ts.TaskID, cmdID: c.ID, done: make(chan struct{}), exited: make(chan struct{}), cancel: cancel}
+	r.mu.Lock()
+	r.tasks[t.id] = t
+	r.mu.Unlock()
+	r.emit(ctx, prp.Event{Kind: prp.EventStarted, TaskID: t.id, PID: os.Getpid()})
+	go func() {
+		defer close(t.done)
+		defer cancel()
+		pr, pw := io.Pipe()
+		var budget atomic.Int64
+		budget.Store(ts.OutputLimit)
+		var truncated atomic.Bool
+		var wg sync.WaitGroup
+		wg.Go(func() { r.pump(ctx, t.id, prp.Stdout, pr, ts.OutputLimit > 0, &budget, &truncated) })
+		code := r.opts.SimulateTask(sctx, *ts, pw)
+		stopped := sctx.Err() != nil && ctx.Err() == nil
+		pw.Close()
+		wg.Wait()
+		close(t.exited)
+		ex := prp.Exit{Code: code}
+		if stopped {
+			ex = prp.Exit{Code: -1, Signal: "killed"}
+		}
+		ex.Truncated = truncated.Load()
 		r.mu.Lock()
 		delete(r.tasks, t.id)
 		r.mu.Unlock()

@@ -95,5 +95,10 @@ func runners(t *testing.T, s store.Stores) controller.RunnerStore {
 	if !ok {
 		t.Fatalf("Stores.Runners is %T, not a runner store berth made (store.Memory, store/sqlite, store/postgres)", s.Runners)
 	}
+	// The store inside the seal, as the controller uses it: the suite
+	// tests its optional interfaces (EventBatcher, GroupIntaker) too.
+	if u, ok := r.(interface{ UnsealStore() controller.RunnerStore }); ok {
+		r = u.UnsealStore()
+	}
 	return r
 }

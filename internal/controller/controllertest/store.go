@@ -379,6 +379,90 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("EventsAfter (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("a group intake stores many sessions' events and usage at once, idempotently", func(t *testing.T) {
+		s := newStore(t)
+		g, ok := s.(controller.GroupIntaker)
+		if !ok {
+			t.Skip("the store has no group intake (no GroupIntaker)")
+		}
+		session(t, s, "s_1")
+		session(t, s, "s_2")
+		ev := func(sess string, seq uint64, file string) controller.EventRecord {
+			return controller.EventRecord{Session: sess, Seq: seq, StoredAt: now, Ref: &controller.OutputRef{File: file, Length: 1},
+				Event: prp.Event{Kind: prp.EventOutput, TaskID: "t1", Output: &prp.Output{Stream: prp.Stdout, Offset: int64(seq)}}}
+		}
+		usage := func(seq uint64, bytes int64) []controller.TaskUsage {
+			return []controller.TaskUsage{{Usage: controller.OutputUsage{Seq: seq, Bytes: bytes, Events: int64(seq)}}, {Task: "t1", Usage: controller.OutputUsage{Seq: seq, Bytes: bytes}}}
+		}
+		if err := g.PutIntake(ctx, []controller.IntakeBatch{
+			{Session: "s_1", Events: []controller.EventRecord{ev("s_1", 1, "a"), ev("s_1", 2, "a")}, Usage: usage(2, 2)},
+			{Session: "s_2", Events: []controller.EventRecord{ev("s_2", 1, "c")}, Usage: usage(1, 1)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// Stored seqs again keep the stored events; an older usage does not
+		// replace a newer one.
+		if err := g.PutIntake(ctx, []controller.IntakeBatch{
+			{Session: "s_1", Events: []controller.EventRecord{ev("s_1", 2, "b"), ev("s_1", 3, "b")}, Usage: usage(3, 3)},
+			{Session: "s_2", Usage: usage(0, 0)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EventsAfter(ctx, "s_1", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]controller.EventRecord{ev("s_1", 1, "a"), ev("s_1", 2, "a"), ev("s_1", 3, "b")}, got); diff != "" {
+			t.Errorf("EventsAfter(s_1) (-want +got):\n%s", diff)
+		}
+		for sess, want := range map[string]int64{"s_1": 3, "s_2": 1} {
+			for _, task := range []string{"", "t1"} {
+				if u, err := s.OutputUsage(ctx, sess, task); err != nil || u.Bytes != want {
+					t.Errorf("OutputUsage(%s, %q) = %+v, %v; want %d bytes", sess, task, u, err, want)
+				}
+			}
+		}
+	})
+	t.Run("a group intake completes the commands of its result events in the same commit", func(t *testing.T) {
+		s := newStore(t)
+		g, ok := s.(controller.GroupIntaker)
+		if !ok {
+			t.Skip("the store has no group intake (no GroupIntaker)")
+		}
+		session(t, s, "s_1")
+		for _, id := range []string{"c1", "c2"} {
+			if _, _, err := s.AppendCommand(ctx, "s_1", start(id, "a"), now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		result := func(seq uint64, id string, code int) controller.EventRecord {
+			return controller.EventRecord{Session: "s_1", Seq: seq, StoredAt: now.Add(time.Duration(seq) * time.Second),
+				Event: prp.Event{Kind: prp.EventResult, Result: &prp.Result{CommandID: id, Status: prp.ResultDone, Exit: &prp.Exit{Code: code}}}}
+		}
+		// c2's result event is stored already, without its completion (a
+		// crash between the writes of a store without group intake).
+		if _, err := s.PutEvent(ctx, result(3, "c2", 0)); err != nil {
+			t.Fatal(err)
+		}
+		// c1's result, a result of a command never journaled (skipped),
+		// and c2's stored result again: completed all the same.
+		if err := g.PutIntake(ctx, []controller.IntakeBatch{{Session: "s_1", Events: []controller.EventRecord{result(1, "c1", 3), result(2, "nope", 1), result(3, "c2", 0)}}}); err != nil {
+			t.Fatal(err)
+		}
+		// Another result of c1: the first wins.
+		if err := g.PutIntake(ctx, []controller.IntakeBatch{{Session: "s_1", Events: []controller.EventRecord{result(4, "c1", 4)}}}); err != nil {
+			t.Fatal(err)
+		}
+		for id, code := range map[string]int{"c1": 3, "c2": 0} {
+			r, err := s.GetCommand(ctx, "s_1", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.State.Terminal() || r.Result == nil || r.Result.Exit == nil || r.Result.Exit.Code != code {
+				t.Errorf("command %s after the group intake: state %s, result %+v; want done with exit %d", id, r.State, r.Result, code)
+			}
+		}
+	})
 	t.Run("the secrets of a command are claimed once, of concurrent claims one wins", func(t *testing.T) {
 		s := newStore(t)
 		session(t, s, "s_1")

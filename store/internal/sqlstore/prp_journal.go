@@ -121,19 +121,8 @@ func (s *PRPStore) CommandsAfter(ctx context.Context, session string, after uint
 // (only a command not yet done), then reads the record: the first result
 // wins on every replica.
 func (s *PRPStore) CompleteCommand(ctx context.Context, session string, res prp.Result, now time.Time) (controller.CommandRecord, error) {
-	res.Duplicate = false
-	body, err := jsonText(res)
-	if err != nil {
-		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)
-	}
-	state := prp.JournalDone
-	if res.Status == prp.ResultIndeterminate {
-		state = prp.JournalIndeterminate
-	}
-	if _, err := s.db.writes().exec(ctx, `UPDATE prp_commands SET state = ?, result = ?, updated_at = ?
-		WHERE session = ? AND id = ? AND state NOT IN (?, ?)`, string(state), body, nanos(now), session, res.CommandID,
-		string(prp.JournalDone), string(prp.JournalIndeterminate)); err != nil {
-		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)
+	if err := completeCommand(ctx, s.db.writes(), session, res, now); err != nil {
+		return controller.CommandRecord{}, err
 	}
 	r, err := scanCommand(s.db.writes().queryRow(ctx, "SELECT "+commandColumns+" FROM prp_commands WHERE session = ? AND id = ?", session, res.CommandID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -143,6 +132,27 @@ func (s *PRPStore) CompleteCommand(ctx context.Context, session string, res prp.
 		return controller.CommandRecord{}, fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)
 	}
 	return r, nil
+}
+
+// completeCommand sets the result of command res.CommandID of session
+// on h, unless it is done already (the first result wins); a command not
+// journaled changes nothing.
+func completeCommand(ctx context.Context, h handle, session string, res prp.Result, now time.Time) error {
+	res.Duplicate = false
+	body, err := jsonText(res)
+	if err != nil {
+		return fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)
+	}
+	state := prp.JournalDone
+	if res.Status == prp.ResultIndeterminate {
+		state = prp.JournalIndeterminate
+	}
+	if _, err := h.exec(ctx, `UPDATE prp_commands SET state = ?, result = ?, updated_at = ?
+		WHERE session = ? AND id = ? AND state NOT IN (?, ?)`, string(state), body, nanos(now), session, res.CommandID,
+		string(prp.JournalDone), string(prp.JournalIndeterminate)); err != nil {
+		return fmt.Errorf("sqlstore: complete command %s of session %s: %w", res.CommandID, session, err)
+	}
+	return nil
 }
 
 // ClaimSecrets implements controller.Store with one conditional UPDATE
@@ -229,6 +239,65 @@ func (s *PRPStore) PutEvents(ctx context.Context, rs []controller.EventRecord) e
 }
 
 var _ controller.EventBatcher = (*PRPStore)(nil)
+
+// PutIntake implements controller.GroupIntaker: every batch's events (as
+// PutEvents), the commands of its result events completed (as
+// CompleteCommand) and its usage (as PutOutputUsage) in one transaction,
+// one commit for the batches of many sessions (issue 55).
+func (s *PRPStore) PutIntake(ctx context.Context, bs []controller.IntakeBatch) error {
+	type row struct{ ev, ref sql.NullString }
+	rows := make([][]row, len(bs))
+	for i, b := range bs {
+		rows[i] = make([]row, len(b.Events))
+		for j, r := range b.Events {
+			if r.Seq == 0 || r.Session == "" || r.Session != b.Session {
+				return fmt.Errorf("sqlstore: event of session %q in a batch of session %q: fields session and seq are required", r.Session, b.Session)
+			}
+			ev, err := jsonText(r.Event)
+			if err != nil {
+				return fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, r.Session, err)
+			}
+			ref, err := jsonText(r.Ref)
+			if err != nil {
+				return fmt.Errorf("sqlstore: event %d of session %s: %w", r.Seq, r.Session, err)
+			}
+			rows[i][j] = row{ev, ref}
+		}
+	}
+	err := s.db.inTx(ctx, func(tx handle) error {
+		for i, b := range bs {
+			for j, r := range b.Events {
+				if _, err := tx.exec(ctx, `INSERT INTO prp_events (session, seq, event, ref, stored_at) VALUES (?, ?, ?, ?, ?)
+					ON CONFLICT (session, seq) DO NOTHING`, r.Session, r.Seq, rows[i][j].ev, rows[i][j].ref, nanos(r.StoredAt)); err != nil {
+					return err
+				}
+			}
+			for _, r := range b.Events {
+				if r.Event.Kind == prp.EventResult && r.Event.Result != nil {
+					if err := completeCommand(ctx, tx, r.Session, *r.Event.Result, r.StoredAt); err != nil {
+						return err
+					}
+				}
+			}
+			for _, u := range b.Usage {
+				if _, err := tx.exec(ctx, `INSERT INTO prp_output_usage (session, task, seq, bytes, events, truncated, discarded) VALUES (?, ?, ?, ?, ?, ?, ?)
+					ON CONFLICT (session, task) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, events = excluded.events,
+						truncated = excluded.truncated, discarded = excluded.discarded
+					WHERE prp_output_usage.seq < excluded.seq`,
+					b.Session, u.Task, u.Usage.Seq, u.Usage.Bytes, u.Usage.Events, u.Usage.Truncated, u.Usage.Discarded); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlstore: intake of %d sessions: %w", len(bs), err)
+	}
+	return nil
+}
+
+var _ controller.GroupIntaker = (*PRPStore)(nil)
 
 // EventsAfter implements controller.Store.
 func (s *PRPStore) EventsAfter(ctx context.Context, session string, after uint64, limit int) ([]controller.EventRecord, error) {

@@ -1,0 +1,53 @@
+package runnerload_test
+
+import (
+	"context"
+	"flag"
+	"path/filepath"
+	"testing"
+
+	"github.com/berthdev/berth/internal/runnerload"
+	"github.com/berthdev/berth/internal/testenv"
+)
+
+var (
+	benchSessions = flag.Int("runners.sessions", runnerload.Full.Sessions, "simulated runners of BenchmarkRunners")
+	benchDuration = flag.Duration("runners.duration", runnerload.Full.Duration, "how long each streams")
+	benchStore    = flag.String("runners.store", "postgres", "postgres or sqlite")
+	benchStorm    = flag.Float64("runners.storm", 0, "fraction of the sessions dropped at once halfway (a reconnect storm)")
+)
+
+// BenchmarkRunners runs the harness once per iteration (envctl bench's
+// runners-1k at its full size by default) and reports its figures; it
+// asserts no time.
+//
+//	go test -run '^$' -bench Runners -benchtime 1x ./internal/runnerload/ -args -runners.sessions=1000 -runners.duration=60s
+func BenchmarkRunners(b *testing.B) {
+	ctx := context.Background()
+	bin, err := runnerload.BuildSim(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		cfg := runnerload.Full
+		cfg.Sessions, cfg.Duration, cfg.Storm, cfg.SimBinary, cfg.Dir = *benchSessions, *benchDuration, *benchStorm, bin, b.TempDir()
+		cfg.StoreURL = "sqlite://" + filepath.Join(b.TempDir(), "load.db")
+		if *benchStore == "postgres" {
+			cfg.StoreURL = testenv.Postgres(b)
+		}
+		res, err := runnerload.Run(ctx, cfg)
+		b.Log(res)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(res.Connected), "sessions")
+		b.ReportMetric(res.StoredBytesPerSec/1e6, "stored_MB/s")
+		b.ReportMetric(res.OfferedBytesPerSec/res.TargetBytesPerSec, "offered/target")
+		b.ReportMetric(float64(res.StoredBytes)/float64(max(res.OfferedBytes, 1)), "stored/offered")
+		b.ReportMetric(float64(res.DispatchP99)/1e6, "dispatch_p99_ms")
+		b.ReportMetric(float64(res.HostRSS)/float64(max(res.Connected, 1))/1024, "host_KB/session")
+		if res.Dropped > 0 {
+			b.ReportMetric(res.StormBack.Seconds(), "storm_back_s")
+		}
+	}
+}
