@@ -48,9 +48,17 @@
 // allocated callback), resume, bounded exec (stdin read whole first, at
 // most 255 MiB), streaming exec with stdin and signals, release with its
 // receipt, list by labels, destroy by id, image identity, capture,
-// template delete, the terminal (with resize) and files (tar streams both
-// ways, a directory's listing). It carries no runner ingress yet: a plugin never declares
-// them, so the conformance suite (drivers/drivertest) holds through the
+// template delete, the terminal (with resize), files (tar streams both
+// ways, a directory's listing), the runners' architecture
+// (drivers.ArchReporter, when the plugin's driver implements it) and the
+// runner ingress. The ingress is the plugin's driver's own (a unix socket
+// bind-mounted into a container, say), opened in the plugin's process;
+// each connection a runner makes to it is carried, bytes both ways, over
+// one stream of a gRPC service the host serves on go-plugin's broker for
+// that ingress, and is a net.Conn that the host's ingress Accept returns:
+// the plugin knows nothing of the controller's protocol. A plugin
+// declares what its driver declares and implements of these and nothing
+// else, so the conformance suite (drivers/drivertest) holds through the
 // boundary.
 //
 // A plugin that crashed or was killed is started again at the next call,

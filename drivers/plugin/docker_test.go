@@ -105,14 +105,25 @@ func (h *dockerHarness) ConfigWithImage(id images.Identity) (config.Config, bool
 	return c, true
 }
 
+// RunnerSpec implements drivertest.RunnerHarness: the static runner
+// binary, built once.
+func (h *dockerHarness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {
+	p, sum := testenv.RunnerBinarySum(tb)
+	return drivers.RunnerSpec{Binary: p, SHA256: sum}
+}
+
+// RunnersAreHostProcesses implements drivertest.HostProcessHarness: the
+// engine runs on this host.
+func (h *dockerHarness) RunnersAreHostProcesses() bool { return true }
+
 // HostKernel implements drivertest.IsolationHarness: the engine's kernel.
 func (h *dockerHarness) HostKernel(context.Context) (string, error) { return h.kernel, nil }
 
 // The Docker driver's conformance suite, against the real engine, through
 // a plugin: what the plugin declares (exec, stream_exec, reuse, list,
 // destroy_by_id, image_identity, template_capture, template_delete,
-// terminal, files) passes; what the protocol does not carry yet (runner
-// ingress) is not declared.
+// terminal, files, runner_ingress) passes: the runner in a container
+// reaches the test's controller through the plugin's bridge.
 func TestDockerConformanceThroughPlugin(t *testing.T) {
 	cli := testenv.Docker(t)
 	reg := testenv.StartRegistry(t, nil)
@@ -142,7 +153,8 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	t.Logf("built the Docker plugin and wrote its manifest in %s", time.Since(start).Round(time.Millisecond))
 	d := load(t, p)
 	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
-		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles)
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles,
+		drivers.CapRunnerIngress)
 	if got := d.Capabilities().Declared; got != want&docker.New(nil).Capabilities().Declared {
 		t.Errorf("the Docker plugin declares %s, want %s", got, want&docker.New(nil).Capabilities().Declared)
 	}

@@ -477,10 +477,10 @@ func (c *client) CheckHealth(ctx context.Context, cfg config.Config) error {
 }
 
 // Acquire acquires a sandbox through the plugin. A request with a Runner
-// is refused before anything is allocated: protocol version 1 carries no
-// runner ingress.
+// is refused before anything is allocated when the plugin does not
+// declare runner_ingress.
 func (c *client) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
-	if req.Runner != nil {
+	if req.Runner != nil && !c.caps.Declared.Has(drivers.CapRunnerIngress) {
 		return nil, fmt.Errorf("driver %q (plugin %s): capability runner_ingress: %w", c.Name(), c.p.Binary, drivers.ErrUnsupported)
 	}
 	rpc, gen, err := c.connGen(ctx)
@@ -494,7 +494,7 @@ func (c *client) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 		return nil, c.callErr(ctx, "acquire", err)
 	}
 	start := &pluginpb.AcquireStart{Config: configToWire(cfg), LeaseId: req.LeaseID, Labels: req.Labels, Workspace: req.Workspace,
-		AllocatedCallback: req.Allocated != nil}
+		AllocatedCallback: req.Allocated != nil, Runner: runnerSpecToWire(req.Runner)}
 	if err := st.Send(&pluginpb.AcquireIn{Msg: &pluginpb.AcquireIn_Start{Start: start}}); err != nil {
 		return nil, c.callErr(ctx, "acquire", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +122,13 @@ func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	return cfg, true
 }
 
+// RunnerSpec implements drivertest.RunnerHarness, as the fake's own
+// harness does: the fake checks the spec and runs its runner in its own
+// process (here the plugin's), never the binary.
+func (h *harness) RunnerSpec(testing.TB) drivers.RunnerSpec {
+	return drivers.RunnerSpec{Binary: "/nonexistent/berth-runner", SHA256: strings.Repeat("0", 64)}
+}
+
 // Close does nothing: the maker ends the plugin in a cleanup of the
 // subtest's, which runs after the suite's own cleanups have released the
 // sandboxes through it.
@@ -151,7 +159,8 @@ func TestConformanceThroughPlugin(t *testing.T) {
 func TestDeclaredIsCarried(t *testing.T) {
 	d := load(t, fakePlugin(t))
 	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
-		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles)
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles,
+		drivers.CapRunnerIngress)
 	if got := d.Capabilities().Declared; got != want {
 		t.Errorf("declared %s, want %s", got, want)
 	}
@@ -166,8 +175,15 @@ func TestDeclaredIsCarried(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(t.Context(), drivers.Destroy)
-	if _, ok := sb.(drivers.RunnerHost); ok {
-		t.Error("the host's sandbox is a drivers.RunnerHost, which the protocol does not carry")
+	if _, ok := sb.(drivers.RunnerHost); !ok {
+		t.Error("the host's sandbox is no drivers.RunnerHost, though the plugin declares runner_ingress")
+	}
+	ar, ok := d.(drivers.ArchReporter)
+	if !ok {
+		t.Fatal("the host's driver is no drivers.ArchReporter, though the fake reports its runners' architecture")
+	}
+	if a, err := ar.RunnerArch(t.Context(), config.Config{"image": fake.DefaultImage}); err != nil || a != runtime.GOARCH {
+		t.Errorf("RunnerArch = %q, %v; want %q", a, err, runtime.GOARCH)
 	}
 }
 
