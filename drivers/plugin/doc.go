@@ -19,7 +19,9 @@
 // written once by WriteManifest): the driver's name, the plugin's version,
 // the protocol version, the capabilities, the config schema, the startup
 // budget and isolation, and the SHA-256 of the binary it describes.
-// Listings are served from it, so listing a plugin driver starts nothing;
+// Listings are served from it, so listing a plugin driver starts nothing
+// (the driver is a drivers.PluginReporter: listings show its binary,
+// version and pin);
 // validating a config whose schema checks in code, acquiring, listing
 // sandboxes and the rest start the plugin (once; again after it exited),
 // and its handshake must agree with the manifest field by field, else the

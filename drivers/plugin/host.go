@@ -343,6 +343,12 @@ func (c *client) Capabilities() drivers.Capabilities { return c.caps }
 // driver's schema has any, run in the plugin.
 func (c *client) Schema() *config.Schema { return c.schema }
 
+// PluginInfo implements drivers.PluginReporter: the binary, the
+// manifest's version and the pin. No I/O.
+func (c *client) PluginInfo() drivers.PluginInfo {
+	return drivers.PluginInfo{Binary: c.p.Binary, Version: c.desc.Version, SHA256: c.p.SHA256}
+}
+
 // Availability reports a plugin refused at its handshake. No I/O.
 func (c *client) Availability() error {
 	c.mu.Lock()

@@ -204,6 +204,9 @@ func TestListingStartsNothing(t *testing.T) {
 	if len(info) != 1 || info[0].Name != "fake" || !info[0].Available || info[0].Effective != d.Capabilities().Declared {
 		t.Errorf("listing: %+v", info)
 	}
+	if len(info) == 1 && (info[0].Plugin == nil || *info[0].Plugin != (drivers.PluginInfo{Binary: p.Binary, Version: "1.0.0", SHA256: p.SHA256})) {
+		t.Errorf("listing: plugin %+v, want the binary, its manifest's version and the pin", info[0].Plugin)
+	}
 	if f, ok := d.Schema().Field("region"); !ok || f.Default != "local-1" {
 		t.Errorf("schema field region: %+v %v", f, ok)
 	}
