@@ -241,6 +241,9 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 		return nil, refused(c.p.Binary, fmt.Sprintf("it serves no berth driver (%v)", err))
 	}
 	c.gp = gp
+	if d, ok := raw.(*dispensed); ok {
+		d.gp = gp
+	}
 	return raw.(pluginpb.DriverClient), nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/plugin/internal/pluginpb"
+	"github.com/berthdev/berth/errcode"
 )
 
 // The runner's architecture and its ingress, on both sides.
@@ -32,7 +33,12 @@ import (
 type dispensed struct {
 	pluginpb.DriverClient
 	broker *goplugin.GRPCBroker
+	gp     *goplugin.Client // the process, set by start before the client is used
 }
+
+// exitPoll is how often an open runner ingress checks that its plugin
+// process is alive: its Accept fails once it is not.
+const exitPoll = 200 * time.Millisecond
 
 // runnerSpecToWire and runnerSpecFromWire carry a drivers.RunnerSpec.
 func runnerSpecToWire(s *drivers.RunnerSpec) *pluginpb.RunnerSpec {
@@ -279,7 +285,7 @@ func (x runnerHost) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dr
 	if err != nil {
 		return nil, s.c.callErr(ctx, "host runner: broker", err)
 	}
-	in := &hostIngress{s: s, rpc: rpc, conns: make(chan net.Conn), closed: make(chan struct{}),
+	in := &hostIngress{s: s, rpc: rpc, conns: make(chan net.Conn), closed: make(chan struct{}), dead: make(chan struct{}),
 		srv: grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))}
 	pluginpb.RegisterRunnerBridgeServer(in.srv, bridgeServer{in: in})
 	go func() { _ = in.srv.Serve(ln) }()
@@ -293,7 +299,30 @@ func (x runnerHost) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dr
 		return nil, err
 	}
 	in.id, in.endpoint = r.GetIngress(), r.GetEndpoint()
+	go in.watch(d.gp)
 	return in, nil
+}
+
+// watch closes dead when the plugin process gp exits before the ingress
+// is closed, and stops the bridge's server.
+func (in *hostIngress) watch(gp *goplugin.Client) {
+	if gp == nil {
+		return
+	}
+	t := time.NewTicker(exitPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-in.closed:
+			return
+		case <-t.C:
+			if gp.Exited() {
+				close(in.dead)
+				in.srv.Stop()
+				return
+			}
+		}
+	}
 }
 
 // hostIngress is the host's drivers.RunnerIngress of an ingress in the
@@ -306,16 +335,24 @@ type hostIngress struct {
 	srv      *grpc.Server // RunnerBridge, on the broker
 	conns    chan net.Conn
 	closed   chan struct{}
+	dead     chan struct{} // closed when the plugin process exited
 	once     sync.Once
 }
 
-// Accept returns the next connection a runner made to the ingress.
+// Accept returns the next connection a runner made to the ingress. Once
+// the plugin's process exited it fails with code unavailable: the
+// ingress is lost with it (HostRunner opens another through the new
+// process).
 func (in *hostIngress) Accept() (net.Conn, error) {
 	select {
 	case c := <-in.conns:
 		return c, nil
 	case <-in.closed:
 		return nil, fmt.Errorf("runner ingress of sandbox %q: %w", in.s.id, net.ErrClosed)
+	case <-in.dead:
+		return nil, &errcode.Error{Target: "plugin " + in.s.c.p.Binary,
+			Message: fmt.Sprintf("The plugin %s exited: the runner ingress of sandbox %s is lost; open it again.", in.s.c.p.Binary, in.s.id),
+			Err:     fmt.Errorf("runner ingress of sandbox %q: the plugin exited: %w", in.s.id, drivers.ErrUnavailable)}
 	}
 }
 
