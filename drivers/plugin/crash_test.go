@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -190,4 +191,41 @@ func TestKilledPluginEndsItsRunnerIngress(t *testing.T) {
 		t.Errorf("Launch through the killed plugin: %v, want unavailable", err)
 	}
 	_ = in.Close()
+}
+
+// A runner ingress ends with its sandbox's release: its Accept fails as
+// closed instead of waiting for ever.
+func TestReleaseEndsTheRunnerIngress(t *testing.T) {
+	d := load(t, fakePlugin(t))
+	ctx := t.Context()
+	sb, err := d.Acquire(ctx, config.Config{"image": fake.DefaultImage}, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sb.(drivers.RunnerHost).HostRunner(ctx, drivers.RunnerSpec{Binary: "/nonexistent/berth-runner", SHA256: strings.Repeat("0", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := in.Accept()
+		if c != nil {
+			c.Close()
+		}
+		accepted <- err
+	}()
+	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-accepted:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept on the ingress of a released sandbox: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept on the ingress of a released sandbox still waits after 5 s")
+	}
+	if err := in.Close(); err != nil {
+		t.Errorf("Close after the release: %v", err)
+	}
 }

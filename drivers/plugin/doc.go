@@ -69,8 +69,9 @@
 // the dead process is resumed through the new one at its next call (a
 // driver that declares reuse), or destroyed by id at its release (one
 // that declares destroy_by_id); List and Destroy by id sweep what a
-// killed acquisition left. A runner ingress is lost with its process:
-// its Accept fails as unavailable, and HostRunner opens another through
-// the new one (the host does not reopen it by itself yet). A plugin's stderr goes to Options.Logger, a
-// line at most 1 KiB and 1000 lines per process.
+// killed acquisition left. A runner ingress ends with its sandbox's
+// release, and is lost with its process: its Accept then fails as
+// unavailable, and HostRunner opens another through the new process (the
+// host does not reopen it by itself yet). A plugin's stderr goes to
+// Options.Logger, a line at most 1 KiB and 1000 lines per process.
 package plugin

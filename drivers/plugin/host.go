@@ -614,6 +614,9 @@ type sandbox struct {
 	rpc    pluginpb.DriverClient
 	gen    uint64
 	handle uint64
+
+	inMu      sync.Mutex
+	ingresses []*hostIngress // the runner ingresses opened on it, ended at its release
 }
 
 // live returns the client and the handle of the sandbox in the running
@@ -700,6 +703,7 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 			return r, fmt.Errorf("%w (destroy by id: %w)", err, derr)
 		}
 		s.released.Store(true)
+		s.endIngresses()
 		return r, nil
 	}
 	r, err := rpc.Release(ctx, &pluginpb.ReleaseRequest{Handle: handle, Disposition: d.String()})
@@ -710,5 +714,6 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 		return receiptFromWire(r.GetReceipt()), err
 	}
 	s.released.Store(true)
+	s.endIngresses()
 	return receiptFromWire(r.GetReceipt()), nil
 }

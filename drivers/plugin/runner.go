@@ -300,7 +300,25 @@ func (x runnerHost) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dr
 	}
 	in.id, in.endpoint = r.GetIngress(), r.GetEndpoint()
 	go in.watch(d.gp)
+	s.inMu.Lock()
+	s.ingresses = append(s.ingresses, in)
+	s.inMu.Unlock()
 	return in, nil
+}
+
+// endIngresses ends the sandbox's ingresses on the host once it is
+// released (the plugin ended its side): their Accept fails as closed.
+func (s *sandbox) endIngresses() {
+	s.inMu.Lock()
+	ins := s.ingresses
+	s.ingresses = nil
+	s.inMu.Unlock()
+	for _, in := range ins {
+		in.once.Do(func() {
+			close(in.closed)
+			in.srv.Stop()
+		})
+	}
 }
 
 // watch closes dead when the plugin process gp exits before the ingress
