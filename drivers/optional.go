@@ -394,6 +394,25 @@ type ConfigNarrower interface {
 	NarrowedBy(cfg config.Config) Set
 }
 
+// PluginReporter is an optional interface that may be implemented by a
+// Driver served by a plugin in its own process (drivers/plugin).
+// PluginInfo returns, without I/O, the plugin's binary, version and pin,
+// which listings show (DriverInfo.Plugin). If a Driver does not implement
+// it, the driver is compiled into the host.
+type PluginReporter interface {
+	PluginInfo() PluginInfo
+}
+
+// PluginInfo describes the plugin that serves a driver.
+type PluginInfo struct {
+	// Binary is the path of the plugin's binary on the berth host.
+	Binary string `json:"binary"`
+	// Version is the plugin's own version, as its manifest records it.
+	Version string `json:"version"`
+	// SHA256 is the operator's pin: the binary's SHA-256, lowercase hex.
+	SHA256 string `json:"sha256"`
+}
+
 // AvailabilityReporter is an optional interface that may be implemented by a
 // Driver. Availability reports, without I/O, why the driver cannot be used
 // now (credentials missing from its options, disabled), or nil. If a Driver

@@ -76,6 +76,10 @@ type DriverInfo struct {
 	// (IsolationOf with a nil config); an environment's config may raise it
 	// (Docker's runtime).
 	Isolation Isolation `json:"isolation"`
+	// Plugin is the plugin that serves the driver (PluginReporter): its
+	// binary, version and the operator's pin. It is nil for a driver
+	// compiled into the host.
+	Plugin *PluginInfo `json:"plugin,omitempty"`
 }
 
 // describe returns the DriverInfo of the registered driver d.
@@ -93,6 +97,10 @@ func describe(name string, d Driver) DriverInfo {
 	if err := Available(d); err != nil {
 		info.Available = false
 		info.Reason = err.Error()
+	}
+	if pr, ok := d.(PluginReporter); ok {
+		p := pr.PluginInfo()
+		info.Plugin = &p
 	}
 	return info
 }

@@ -5,7 +5,7 @@ package plugin
 import "github.com/berthdev/berth/drivers"
 
 // driverOf returns c as a value that implements the optional interface of
-// each capability of declared among drivers.CapList, drivers.CapDestroyByID, drivers.CapReuse, drivers.CapTemplateDelete, and no other.
+// each capability of declared among drivers.CapList, drivers.CapDestroyByID, drivers.CapReuse, drivers.CapTemplateDelete, archReporter when c.desc.Arch, and no other.
 func driverOf(c *client, declared drivers.Set) drivers.Driver {
 	mask := 0
 	if declared.Has(drivers.CapList) {
@@ -19,6 +19,9 @@ func driverOf(c *client, declared drivers.Set) drivers.Driver {
 	}
 	if declared.Has(drivers.CapTemplateDelete) {
 		mask |= 8
+	}
+	if c.desc.Arch {
+		mask |= 16
 	}
 	switch mask {
 	case 1:
@@ -113,12 +116,124 @@ func driverOf(c *client, declared drivers.Set) drivers.Driver {
 			resumer
 			templateDeleter
 		}{c, lister{c}, destroyer{c}, resumer{c}, templateDeleter{c}}
+	case 16:
+		return struct {
+			*client
+			archReporter
+		}{c, archReporter{c}}
+	case 17:
+		return struct {
+			*client
+			lister
+			archReporter
+		}{c, lister{c}, archReporter{c}}
+	case 18:
+		return struct {
+			*client
+			destroyer
+			archReporter
+		}{c, destroyer{c}, archReporter{c}}
+	case 19:
+		return struct {
+			*client
+			lister
+			destroyer
+			archReporter
+		}{c, lister{c}, destroyer{c}, archReporter{c}}
+	case 20:
+		return struct {
+			*client
+			resumer
+			archReporter
+		}{c, resumer{c}, archReporter{c}}
+	case 21:
+		return struct {
+			*client
+			lister
+			resumer
+			archReporter
+		}{c, lister{c}, resumer{c}, archReporter{c}}
+	case 22:
+		return struct {
+			*client
+			destroyer
+			resumer
+			archReporter
+		}{c, destroyer{c}, resumer{c}, archReporter{c}}
+	case 23:
+		return struct {
+			*client
+			lister
+			destroyer
+			resumer
+			archReporter
+		}{c, lister{c}, destroyer{c}, resumer{c}, archReporter{c}}
+	case 24:
+		return struct {
+			*client
+			templateDeleter
+			archReporter
+		}{c, templateDeleter{c}, archReporter{c}}
+	case 25:
+		return struct {
+			*client
+			lister
+			templateDeleter
+			archReporter
+		}{c, lister{c}, templateDeleter{c}, archReporter{c}}
+	case 26:
+		return struct {
+			*client
+			destroyer
+			templateDeleter
+			archReporter
+		}{c, destroyer{c}, templateDeleter{c}, archReporter{c}}
+	case 27:
+		return struct {
+			*client
+			lister
+			destroyer
+			templateDeleter
+			archReporter
+		}{c, lister{c}, destroyer{c}, templateDeleter{c}, archReporter{c}}
+	case 28:
+		return struct {
+			*client
+			resumer
+			templateDeleter
+			archReporter
+		}{c, resumer{c}, templateDeleter{c}, archReporter{c}}
+	case 29:
+		return struct {
+			*client
+			lister
+			resumer
+			templateDeleter
+			archReporter
+		}{c, lister{c}, resumer{c}, templateDeleter{c}, archReporter{c}}
+	case 30:
+		return struct {
+			*client
+			destroyer
+			resumer
+			templateDeleter
+			archReporter
+		}{c, destroyer{c}, resumer{c}, templateDeleter{c}, archReporter{c}}
+	case 31:
+		return struct {
+			*client
+			lister
+			destroyer
+			resumer
+			templateDeleter
+			archReporter
+		}{c, lister{c}, destroyer{c}, resumer{c}, templateDeleter{c}, archReporter{c}}
 	}
 	return c
 }
 
 // sandboxOf returns c as a value that implements the optional interface of
-// each capability of declared among drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal, drivers.CapFiles, and no other.
+// each capability of declared among drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal, drivers.CapFiles, drivers.CapRunnerIngress, and no other.
 func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 	mask := 0
 	if declared.Has(drivers.CapStreamExec) {
@@ -135,6 +250,9 @@ func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 	}
 	if declared.Has(drivers.CapFiles) {
 		mask |= 16
+	}
+	if declared.Has(drivers.CapRunnerIngress) {
+		mask |= 32
 	}
 	switch mask {
 	case 1:
@@ -341,6 +459,246 @@ func sandboxOf(c *sandbox, declared drivers.Set) drivers.Sandbox {
 			terminal
 			files
 		}{c, streamer{c}, imageReporter{c}, capturer{c}, terminal{c}, files{c}}
+	case 32:
+		return struct {
+			*sandbox
+			runnerHost
+		}{c, runnerHost{c}}
+	case 33:
+		return struct {
+			*sandbox
+			streamer
+			runnerHost
+		}{c, streamer{c}, runnerHost{c}}
+	case 34:
+		return struct {
+			*sandbox
+			imageReporter
+			runnerHost
+		}{c, imageReporter{c}, runnerHost{c}}
+	case 35:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			runnerHost
+		}{c, streamer{c}, imageReporter{c}, runnerHost{c}}
+	case 36:
+		return struct {
+			*sandbox
+			capturer
+			runnerHost
+		}{c, capturer{c}, runnerHost{c}}
+	case 37:
+		return struct {
+			*sandbox
+			streamer
+			capturer
+			runnerHost
+		}{c, streamer{c}, capturer{c}, runnerHost{c}}
+	case 38:
+		return struct {
+			*sandbox
+			imageReporter
+			capturer
+			runnerHost
+		}{c, imageReporter{c}, capturer{c}, runnerHost{c}}
+	case 39:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			capturer
+			runnerHost
+		}{c, streamer{c}, imageReporter{c}, capturer{c}, runnerHost{c}}
+	case 40:
+		return struct {
+			*sandbox
+			terminal
+			runnerHost
+		}{c, terminal{c}, runnerHost{c}}
+	case 41:
+		return struct {
+			*sandbox
+			streamer
+			terminal
+			runnerHost
+		}{c, streamer{c}, terminal{c}, runnerHost{c}}
+	case 42:
+		return struct {
+			*sandbox
+			imageReporter
+			terminal
+			runnerHost
+		}{c, imageReporter{c}, terminal{c}, runnerHost{c}}
+	case 43:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			terminal
+			runnerHost
+		}{c, streamer{c}, imageReporter{c}, terminal{c}, runnerHost{c}}
+	case 44:
+		return struct {
+			*sandbox
+			capturer
+			terminal
+			runnerHost
+		}{c, capturer{c}, terminal{c}, runnerHost{c}}
+	case 45:
+		return struct {
+			*sandbox
+			streamer
+			capturer
+			terminal
+			runnerHost
+		}{c, streamer{c}, capturer{c}, terminal{c}, runnerHost{c}}
+	case 46:
+		return struct {
+			*sandbox
+			imageReporter
+			capturer
+			terminal
+			runnerHost
+		}{c, imageReporter{c}, capturer{c}, terminal{c}, runnerHost{c}}
+	case 47:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			capturer
+			terminal
+			runnerHost
+		}{c, streamer{c}, imageReporter{c}, capturer{c}, terminal{c}, runnerHost{c}}
+	case 48:
+		return struct {
+			*sandbox
+			files
+			runnerHost
+		}{c, files{c}, runnerHost{c}}
+	case 49:
+		return struct {
+			*sandbox
+			streamer
+			files
+			runnerHost
+		}{c, streamer{c}, files{c}, runnerHost{c}}
+	case 50:
+		return struct {
+			*sandbox
+			imageReporter
+			files
+			runnerHost
+		}{c, imageReporter{c}, files{c}, runnerHost{c}}
+	case 51:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			files
+			runnerHost
+		}{c, streamer{c}, imageReporter{c}, files{c}, runnerHost{c}}
+	case 52:
+		return struct {
+			*sandbox
+			capturer
+			files
+			runnerHost
+		}{c, capturer{c}, files{c}, runnerHost{c}}
+	case 53:
+		return struct {
+			*sandbox
+			streamer
+			capturer
+			files
+			runnerHost
+		}{c, streamer{c}, capturer{c}, files{c}, runnerHost{c}}
+	case 54:
+		return struct {
+			*sandbox
+			imageReporter
+			capturer
+			files
+			runnerHost
+		}{c, imageReporter{c}, capturer{c}, files{c}, runnerHost{c}}
+	case 55:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			capturer
+			files
+			runnerHost
+		}{c, streamer{c}, imageReporter{c}, capturer{c}, files{c}, runnerHost{c}}
+	case 56:
+		return struct {
+			*sandbox
+			terminal
+			files
+			runnerHost
+		}{c, terminal{c}, files{c}, runnerHost{c}}
+	case 57:
+		return struct {
+			*sandbox
+			streamer
+			terminal
+			files
+			runnerHost
+		}{c, streamer{c}, terminal{c}, files{c}, runnerHost{c}}
+	case 58:
+		return struct {
+			*sandbox
+			imageReporter
+			terminal
+			files
+			runnerHost
+		}{c, imageReporter{c}, terminal{c}, files{c}, runnerHost{c}}
+	case 59:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			terminal
+			files
+			runnerHost
+		}{c, streamer{c}, imageReporter{c}, terminal{c}, files{c}, runnerHost{c}}
+	case 60:
+		return struct {
+			*sandbox
+			capturer
+			terminal
+			files
+			runnerHost
+		}{c, capturer{c}, terminal{c}, files{c}, runnerHost{c}}
+	case 61:
+		return struct {
+			*sandbox
+			streamer
+			capturer
+			terminal
+			files
+			runnerHost
+		}{c, streamer{c}, capturer{c}, terminal{c}, files{c}, runnerHost{c}}
+	case 62:
+		return struct {
+			*sandbox
+			imageReporter
+			capturer
+			terminal
+			files
+			runnerHost
+		}{c, imageReporter{c}, capturer{c}, terminal{c}, files{c}, runnerHost{c}}
+	case 63:
+		return struct {
+			*sandbox
+			streamer
+			imageReporter
+			capturer
+			terminal
+			files
+			runnerHost
+		}{c, streamer{c}, imageReporter{c}, capturer{c}, terminal{c}, files{c}, runnerHost{c}}
 	}
 	return c
 }

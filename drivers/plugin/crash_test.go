@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -151,5 +152,80 @@ func TestRestartBacksOff(t *testing.T) {
 	_, err := l.List(ctx, config.Config{}, nil)
 	if errcode.Code(err) != errcode.Unavailable || !strings.Contains(err.Error(), "restarted in") {
 		t.Errorf("List right after the third crash: %v, want unavailable in the backoff", err)
+	}
+}
+
+// A runner ingress whose plugin is killed is lost with it: its Accept
+// fails with code unavailable instead of waiting for ever, and so does a
+// launch through it.
+func TestKilledPluginEndsItsRunnerIngress(t *testing.T) {
+	p := fakePlugin(t)
+	d := load(t, p)
+	ctx := t.Context()
+	sb, err := d.Acquire(ctx, config.Config{"image": fake.DefaultImage}, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sb.(drivers.RunnerHost).HostRunner(ctx, drivers.RunnerSpec{Binary: "/nonexistent/berth-runner", SHA256: strings.Repeat("0", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := in.Accept()
+		if c != nil {
+			c.Close()
+		}
+		accepted <- err
+	}()
+	killPlugin(t, p.Binary)
+	select {
+	case err := <-accepted:
+		if errcode.Code(err) != errcode.Unavailable || !errors.Is(err, drivers.ErrUnavailable) {
+			t.Errorf("Accept on the ingress of a killed plugin: %v, want unavailable", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept on the ingress of a killed plugin still waits after 5 s")
+	}
+	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: "l", Ticket: "t"}); errcode.Code(err) != errcode.Unavailable {
+		t.Errorf("Launch through the killed plugin: %v, want unavailable", err)
+	}
+	_ = in.Close()
+}
+
+// A runner ingress ends with its sandbox's release: its Accept fails as
+// closed instead of waiting for ever.
+func TestReleaseEndsTheRunnerIngress(t *testing.T) {
+	d := load(t, fakePlugin(t))
+	ctx := t.Context()
+	sb, err := d.Acquire(ctx, config.Config{"image": fake.DefaultImage}, drivers.AcquireRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sb.(drivers.RunnerHost).HostRunner(ctx, drivers.RunnerSpec{Binary: "/nonexistent/berth-runner", SHA256: strings.Repeat("0", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := in.Accept()
+		if c != nil {
+			c.Close()
+		}
+		accepted <- err
+	}()
+	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-accepted:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept on the ingress of a released sandbox: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept on the ingress of a released sandbox still waits after 5 s")
+	}
+	if err := in.Close(); err != nil {
+		t.Errorf("Close after the release: %v", err)
 	}
 }

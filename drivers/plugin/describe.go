@@ -23,6 +23,7 @@ type description struct {
 	Narrows         bool       `json:"narrows,omitempty"`
 	Isolates        bool       `json:"isolates,omitempty"`
 	Health          bool       `json:"health,omitempty"`
+	Arch            bool       `json:"arch,omitempty"`
 	Schema          schemaDesc `json:"schema"`
 }
 
@@ -65,9 +66,10 @@ func describe(d drivers.Driver, version string) *pluginpb.Description {
 	_, narrows := d.(drivers.ConfigNarrower)
 	_, isolates := d.(drivers.IsolationDeclarer)
 	_, health := d.(drivers.HealthChecker)
+	_, arch := d.(drivers.ArchReporter)
 	w := &pluginpb.Description{Name: d.Name(), Version: version, ProtocolVersion: ProtocolVersion, Kind: c.Kind.String(),
 		Capabilities: setToWire(c.Declared & implemented(d)), StartupBudgetNs: int64(c.StartupBudget),
-		Isolation: drivers.IsolationOf(d, nil).String(), Schema: ws, Narrows: narrows, Isolates: isolates, Health: health}
+		Isolation: drivers.IsolationOf(d, nil).String(), Schema: ws, Narrows: narrows, Isolates: isolates, Health: health, Arch: arch}
 	if err := drivers.Available(d); err != nil {
 		w.Availability = err.Error()
 	}
@@ -76,10 +78,11 @@ func describe(d drivers.Driver, version string) *pluginpb.Description {
 
 // implemented returns what protocol version 1 carries of what d
 // implements: at driver level by type assertion; at sandbox level
-// (stream_exec, image_identity, template_capture, terminal, files) as d
+// (stream_exec, image_identity, template_capture, terminal, files,
+// runner_ingress) as d
 // declares it, which the conformance suite holds d to.
 func implemented(d drivers.Driver) drivers.Set {
-	s := drivers.NewSet(drivers.CapExec) | d.Capabilities().Declared&drivers.NewSet(drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal, drivers.CapFiles)
+	s := drivers.NewSet(drivers.CapExec) | d.Capabilities().Declared&drivers.NewSet(drivers.CapStreamExec, drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTerminal, drivers.CapFiles, drivers.CapRunnerIngress)
 	if _, ok := d.(drivers.TemplateDeleter); ok {
 		s |= drivers.NewSet(drivers.CapTemplateDelete)
 	}
@@ -100,7 +103,7 @@ func implemented(d drivers.Driver) drivers.Set {
 func descriptionFromWire(w *pluginpb.Description) (description, error) {
 	d := description{Name: w.GetName(), Version: w.GetVersion(), ProtocolVersion: w.GetProtocolVersion(), Kind: w.GetKind(),
 		Capabilities: w.GetCapabilities(), StartupBudget: time.Duration(w.GetStartupBudgetNs()).String(), Isolation: w.GetIsolation(),
-		Narrows: w.GetNarrows(), Isolates: w.GetIsolates(), Health: w.GetHealth()}
+		Narrows: w.GetNarrows(), Isolates: w.GetIsolates(), Health: w.GetHealth(), Arch: w.GetArch()}
 	s := w.GetSchema()
 	d.Schema = schemaDesc{Driver: s.GetDriver(), ImageField: s.GetImageField(), AccountField: s.GetAccountField(),
 		HasCheck: s.GetHasCheck(), HasImageReference: s.GetHasImageReference()}
@@ -182,7 +185,7 @@ func difference(got, want description) string {
 	var gm, wm map[string]json.RawMessage
 	_ = json.Unmarshal(g, &gm)
 	_ = json.Unmarshal(w, &wm)
-	for _, k := range []string{"name", "version", "protocolVersion", "kind", "capabilities", "startupBudget", "isolation", "narrows", "isolates", "health"} {
+	for _, k := range []string{"name", "version", "protocolVersion", "kind", "capabilities", "startupBudget", "isolation", "narrows", "isolates", "health", "arch"} {
 		if string(gm[k]) != string(wm[k]) {
 			return fmt.Sprintf("%s: the plugin says %s, its manifest %s", k, orNone(gm[k]), orNone(wm[k]))
 		}

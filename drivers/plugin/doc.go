@@ -19,7 +19,9 @@
 // written once by WriteManifest): the driver's name, the plugin's version,
 // the protocol version, the capabilities, the config schema, the startup
 // budget and isolation, and the SHA-256 of the binary it describes.
-// Listings are served from it, so listing a plugin driver starts nothing;
+// Listings are served from it, so listing a plugin driver starts nothing
+// (the driver is a drivers.PluginReporter: listings show its binary,
+// version and pin);
 // validating a config whose schema checks in code, acquiring, listing
 // sandboxes and the rest start the plugin (once; again after it exited),
 // and its handshake must agree with the manifest field by field, else the
@@ -48,9 +50,17 @@
 // allocated callback), resume, bounded exec (stdin read whole first, at
 // most 255 MiB), streaming exec with stdin and signals, release with its
 // receipt, list by labels, destroy by id, image identity, capture,
-// template delete, the terminal (with resize) and files (tar streams both
-// ways, a directory's listing). It carries no runner ingress yet: a plugin never declares
-// them, so the conformance suite (drivers/drivertest) holds through the
+// template delete, the terminal (with resize), files (tar streams both
+// ways, a directory's listing), the runners' architecture
+// (drivers.ArchReporter, when the plugin's driver implements it) and the
+// runner ingress. The ingress is the plugin's driver's own (a unix socket
+// bind-mounted into a container, say), opened in the plugin's process;
+// each connection a runner makes to it is carried, bytes both ways, over
+// one stream of a gRPC service the host serves on go-plugin's broker for
+// that ingress, and is a net.Conn that the host's ingress Accept returns:
+// the plugin knows nothing of the controller's protocol. A plugin
+// declares what its driver declares and implements of these and nothing
+// else, so the conformance suite (drivers/drivertest) holds through the
 // boundary.
 //
 // A plugin that crashed or was killed is started again at the next call,
@@ -59,6 +69,9 @@
 // the dead process is resumed through the new one at its next call (a
 // driver that declares reuse), or destroyed by id at its release (one
 // that declares destroy_by_id); List and Destroy by id sweep what a
-// killed acquisition left. A plugin's stderr goes to Options.Logger, a
-// line at most 1 KiB and 1000 lines per process.
+// killed acquisition left. A runner ingress ends with its sandbox's
+// release, and is lost with its process: its Accept then fails as
+// unavailable, and HostRunner opens another through the new process (the
+// host does not reopen it by itself yet). A plugin's stderr goes to
+// Options.Logger, a line at most 1 KiB and 1000 lines per process.
 package plugin

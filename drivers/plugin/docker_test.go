@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -105,14 +106,25 @@ func (h *dockerHarness) ConfigWithImage(id images.Identity) (config.Config, bool
 	return c, true
 }
 
+// RunnerSpec implements drivertest.RunnerHarness: the static runner
+// binary, built once.
+func (h *dockerHarness) RunnerSpec(tb testing.TB) drivers.RunnerSpec {
+	p, sum := testenv.RunnerBinarySum(tb)
+	return drivers.RunnerSpec{Binary: p, SHA256: sum}
+}
+
+// RunnersAreHostProcesses implements drivertest.HostProcessHarness: the
+// engine runs on this host.
+func (h *dockerHarness) RunnersAreHostProcesses() bool { return true }
+
 // HostKernel implements drivertest.IsolationHarness: the engine's kernel.
 func (h *dockerHarness) HostKernel(context.Context) (string, error) { return h.kernel, nil }
 
 // The Docker driver's conformance suite, against the real engine, through
 // a plugin: what the plugin declares (exec, stream_exec, reuse, list,
 // destroy_by_id, image_identity, template_capture, template_delete,
-// terminal, files) passes; what the protocol does not carry yet (runner
-// ingress) is not declared.
+// terminal, files, runner_ingress) passes: the runner in a container
+// reaches the test's controller through the plugin's bridge.
 func TestDockerConformanceThroughPlugin(t *testing.T) {
 	cli := testenv.Docker(t)
 	reg := testenv.StartRegistry(t, nil)
@@ -142,7 +154,8 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	t.Logf("built the Docker plugin and wrote its manifest in %s", time.Since(start).Round(time.Millisecond))
 	d := load(t, p)
 	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
-		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles)
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles,
+		drivers.CapRunnerIngress)
 	if got := d.Capabilities().Declared; got != want&docker.New(nil).Capabilities().Declared {
 		t.Errorf("the Docker plugin declares %s, want %s", got, want&docker.New(nil).Capabilities().Declared)
 	}
@@ -159,6 +172,75 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	t.Run("kill -9 during exec, then release through the new process", func(t *testing.T) { testDockerKillExec(t, p, cfg) })
 	t.Run("kill -9 during acquire, then a sweep through the new process", func(t *testing.T) { testDockerKillAcquire(t, p, cfg) })
 	t.Run("kill -9 during a stream and during a release", func(t *testing.T) { testDockerKillStreamRelease(t, p, cfg) })
+	t.Run("kill -9 during a terminal and during a sweep", func(t *testing.T) { testDockerKillTerminalSweep(t, p, cfg) })
+}
+
+// A terminal whose plugin is killed ends with code unavailable; a sweep
+// (list by labels, destroy by id) whose plugin is killed in the middle is
+// run again through the new process, and nothing is left.
+func testDockerKillTerminalSweep(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	labels := map[string]string{"test.berth/case": "kill-terminal-sweep"}
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := sb.(drivers.Terminal).OpenTerminal(ctx, drivers.TerminalRequest{Argv: []string{"sh"}, Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(ts, "echo ready\n"); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, ts) }()
+	time.Sleep(300 * time.Millisecond)
+	killPlugin(t, p.Binary)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = ts.Wait(wctx)
+	cancel()
+	if errcode.Code(err) != errcode.Unavailable {
+		t.Fatalf("Wait on a terminal of the killed plugin: %v, want unavailable", err)
+	}
+	_ = ts.Close()
+	// Two more sandboxes, as if leaked; then a sweep killed in its middle.
+	for range 2 {
+		if err := eventually(func() error { _, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: labels}); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweep := func() (int, error) {
+		infos, err := d.(drivers.Lister).List(ctx, cfg, labels)
+		if err != nil {
+			return 0, err
+		}
+		for _, in := range infos {
+			r, err := d.(drivers.Destroyer).Destroy(ctx, cfg, in.ProviderLeaseID)
+			if err != nil {
+				return 0, err
+			}
+			if !r.Proves(in.ProviderLeaseID, drivers.Destroy) {
+				return 0, fmt.Errorf("destroy %s: receipt %+v proves nothing", in.ProviderLeaseID, r)
+			}
+		}
+		return len(infos), nil
+	}
+	if left := listed(t, d, cfg, labels); len(left) != 3 {
+		t.Fatalf("before the sweep, a list by labels finds %d sandboxes, want 3", len(left))
+	}
+	sweptc := make(chan error, 1)
+	go func() { _, err := sweep(); sweptc <- err }()
+	time.Sleep(150 * time.Millisecond)
+	killPlugin(t, p.Binary)
+	if err := <-sweptc; err != nil && errcode.Code(err) != errcode.Unavailable {
+		t.Errorf("the sweep through the killed plugin: %v, want unavailable or done", err)
+	}
+	if err := eventually(func() error { _, err := sweep(); return err }); err != nil {
+		t.Fatalf("the sweep through the new process: %v", err)
+	}
+	if left := listed(t, d, cfg, labels); len(left) != 0 {
+		t.Errorf("after the sweep, a list by labels finds %v", left)
+	}
 }
 
 // The container outlives the killed plugin: the sandbox is resumed

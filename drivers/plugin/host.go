@@ -241,6 +241,9 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 		return nil, refused(c.p.Binary, fmt.Sprintf("it serves no berth driver (%v)", err))
 	}
 	c.gp = gp
+	if d, ok := raw.(*dispensed); ok {
+		d.gp = gp
+	}
 	return raw.(pluginpb.DriverClient), nil
 }
 
@@ -342,6 +345,12 @@ func (c *client) Capabilities() drivers.Capabilities { return c.caps }
 // Schema returns the schema of the manifest; its checks, when the
 // driver's schema has any, run in the plugin.
 func (c *client) Schema() *config.Schema { return c.schema }
+
+// PluginInfo implements drivers.PluginReporter: the binary, the
+// manifest's version and the pin. No I/O.
+func (c *client) PluginInfo() drivers.PluginInfo {
+	return drivers.PluginInfo{Binary: c.p.Binary, Version: c.desc.Version, SHA256: c.p.SHA256}
+}
 
 // Availability reports a plugin refused at its handshake. No I/O.
 func (c *client) Availability() error {
@@ -477,10 +486,10 @@ func (c *client) CheckHealth(ctx context.Context, cfg config.Config) error {
 }
 
 // Acquire acquires a sandbox through the plugin. A request with a Runner
-// is refused before anything is allocated: protocol version 1 carries no
-// runner ingress.
+// is refused before anything is allocated when the plugin does not
+// declare runner_ingress.
 func (c *client) Acquire(ctx context.Context, cfg config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
-	if req.Runner != nil {
+	if req.Runner != nil && !c.caps.Declared.Has(drivers.CapRunnerIngress) {
 		return nil, fmt.Errorf("driver %q (plugin %s): capability runner_ingress: %w", c.Name(), c.p.Binary, drivers.ErrUnsupported)
 	}
 	rpc, gen, err := c.connGen(ctx)
@@ -494,7 +503,7 @@ func (c *client) Acquire(ctx context.Context, cfg config.Config, req drivers.Acq
 		return nil, c.callErr(ctx, "acquire", err)
 	}
 	start := &pluginpb.AcquireStart{Config: configToWire(cfg), LeaseId: req.LeaseID, Labels: req.Labels, Workspace: req.Workspace,
-		AllocatedCallback: req.Allocated != nil}
+		AllocatedCallback: req.Allocated != nil, Runner: runnerSpecToWire(req.Runner)}
 	if err := st.Send(&pluginpb.AcquireIn{Msg: &pluginpb.AcquireIn_Start{Start: start}}); err != nil {
 		return nil, c.callErr(ctx, "acquire", err)
 	}
@@ -605,6 +614,9 @@ type sandbox struct {
 	rpc    pluginpb.DriverClient
 	gen    uint64
 	handle uint64
+
+	inMu      sync.Mutex
+	ingresses []*hostIngress // the runner ingresses opened on it, ended at its release
 }
 
 // live returns the client and the handle of the sandbox in the running
@@ -691,6 +703,7 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 			return r, fmt.Errorf("%w (destroy by id: %w)", err, derr)
 		}
 		s.released.Store(true)
+		s.endIngresses()
 		return r, nil
 	}
 	r, err := rpc.Release(ctx, &pluginpb.ReleaseRequest{Handle: handle, Disposition: d.String()})
@@ -701,5 +714,6 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 		return receiptFromWire(r.GetReceipt()), err
 	}
 	s.released.Store(true)
+	s.endIngresses()
 	return receiptFromWire(r.GetReceipt()), nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -97,7 +98,10 @@ func load(t testing.TB, p plugin.Plugin) drivers.Driver {
 	return d
 }
 
-type harness struct{ d drivers.Driver }
+type harness struct {
+	d  drivers.Driver
+	tb testing.TB // the subtest's: a broken driver's plugin ends at its end
+}
 
 func (h *harness) Driver() drivers.Driver { return h.d }
 
@@ -121,19 +125,88 @@ func (h *harness) ConfigWithImage(id images.Identity) (config.Config, bool) {
 	return cfg, true
 }
 
+// RunnerSpec implements drivertest.RunnerHarness, as the fake's own
+// harness does: the fake checks the spec and runs its runner in its own
+// process (here the plugin's), never the binary.
+func (h *harness) RunnerSpec(testing.TB) drivers.RunnerSpec {
+	return drivers.RunnerSpec{Binary: "/nonexistent/berth-runner", SHA256: strings.Repeat("0", 64)}
+}
+
 // Close does nothing: the maker ends the plugin in a cleanup of the
 // subtest's, which runs after the suite's own cleanups have released the
 // sandboxes through it.
 func (h *harness) Close() {}
 
-// Broken implements drivertest.FailureHarness for the failure the plugin's
-// config alone can cause: an unknown image. The others need the fake's
-// options, which the fake plugin does not take yet.
+// Broken implements drivertest.FailureHarness as the fake's own harness
+// does, the fake's faults configured through the plugin's faults file
+// (internal/fakeplugin): a dead control plane is an injected create fault
+// wrapping drivers.ErrUnavailable, and credentials are checked by a fake
+// configured with an API key. It has no host keys.
 func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
-	if f == drivertest.FailUnknownImage {
-		return drivertest.Broken{Config: map[string]any{"image": "registry.example/berth/no-such-image:1"}}, true
+	raw := map[string]any{"image": fake.DefaultImage}
+	switch f {
+	case drivertest.FailUnreachable:
+		p := faultyPlugin(h.tb, "unreachable", `{"faults": [{"op": "create", "error": "unavailable"}]}`)
+		return drivertest.Broken{Driver: load(h.tb, p), Config: raw, Layer: drivers.ErrUnavailable}, true
+	case drivertest.FailBadCredentials:
+		raw["api_key"] = "not-" + fakeAPIKey
+		return drivertest.Broken{Driver: load(h.tb, faultyPlugin(h.tb, "apikey", `{"apiKey": "`+fakeAPIKey+`"}`)), Config: raw}, true
+	case drivertest.FailMissingCredentials:
+		return drivertest.Broken{Driver: load(h.tb, faultyPlugin(h.tb, "apikey", `{"apiKey": "`+fakeAPIKey+`"}`)), Config: raw}, true
+	case drivertest.FailUnknownImage:
+		raw["image"] = "registry.example/berth/no-such-image:1"
+		return drivertest.Broken{Config: raw}, true
 	}
 	return drivertest.Broken{}, false
+}
+
+// fakeAPIKey is the key of the fake plugin configured for the credential
+// failures.
+const fakeAPIKey = "fake-conformance-key"
+
+// faulty holds the fake plugin's copies with a faults file, by name.
+var faulty struct {
+	mu sync.Mutex
+	p  map[string]plugin.Plugin
+}
+
+// faultyPlugin returns a copy of the fake plugin (the same pinned binary)
+// in a directory of its own, beside a faults file of contents faults, its
+// manifest written: one per name and test binary.
+func faultyPlugin(t testing.TB, name, faults string) plugin.Plugin {
+	t.Helper()
+	base := fakePlugin(t)
+	faulty.mu.Lock()
+	defer faulty.mu.Unlock()
+	if p, ok := faulty.p[name]; ok {
+		return p
+	}
+	dir := filepath.Join(filepath.Dir(base.Binary), name)
+	bin := filepath.Join(dir, filepath.Base(base.Binary))
+	b, err := os.ReadFile(base.Binary)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(bin+".faults.json", []byte(faults), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := plugin.Plugin{Binary: bin, SHA256: base.SHA256}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := plugin.WriteManifest(ctx, p); err != nil {
+		t.Fatalf("the fake plugin with faults %s: %v", faults, err)
+	}
+	if faulty.p == nil {
+		faulty.p = map[string]plugin.Plugin{}
+	}
+	faulty.p[name] = p
+	return p
 }
 
 // The conformance suite passes on the fake driver served by a plugin:
@@ -142,7 +215,7 @@ func (h *harness) Broken(f drivertest.Failure) (drivertest.Broken, bool) {
 func TestConformanceThroughPlugin(t *testing.T) {
 	p := fakePlugin(t)
 	drivertest.RunConformanceTests(t, func(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
-		return &harness{d: load(tb, p)}, nil
+		return &harness{d: load(tb, p), tb: tb}, nil
 	})
 }
 
@@ -151,7 +224,8 @@ func TestConformanceThroughPlugin(t *testing.T) {
 func TestDeclaredIsCarried(t *testing.T) {
 	d := load(t, fakePlugin(t))
 	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
-		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles)
+		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles,
+		drivers.CapRunnerIngress)
 	if got := d.Capabilities().Declared; got != want {
 		t.Errorf("declared %s, want %s", got, want)
 	}
@@ -166,8 +240,15 @@ func TestDeclaredIsCarried(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Release(t.Context(), drivers.Destroy)
-	if _, ok := sb.(drivers.RunnerHost); ok {
-		t.Error("the host's sandbox is a drivers.RunnerHost, which the protocol does not carry")
+	if _, ok := sb.(drivers.RunnerHost); !ok {
+		t.Error("the host's sandbox is no drivers.RunnerHost, though the plugin declares runner_ingress")
+	}
+	ar, ok := d.(drivers.ArchReporter)
+	if !ok {
+		t.Fatal("the host's driver is no drivers.ArchReporter, though the fake reports its runners' architecture")
+	}
+	if a, err := ar.RunnerArch(t.Context(), config.Config{"image": fake.DefaultImage}); err != nil || a != runtime.GOARCH {
+		t.Errorf("RunnerArch = %q, %v; want %q", a, err, runtime.GOARCH)
 	}
 }
 
@@ -187,6 +268,9 @@ func TestListingStartsNothing(t *testing.T) {
 	info := drivers.NewRegistry(d).List()
 	if len(info) != 1 || info[0].Name != "fake" || !info[0].Available || info[0].Effective != d.Capabilities().Declared {
 		t.Errorf("listing: %+v", info)
+	}
+	if len(info) == 1 && (info[0].Plugin == nil || *info[0].Plugin != (drivers.PluginInfo{Binary: p.Binary, Version: "1.0.0", SHA256: p.SHA256})) {
+		t.Errorf("listing: plugin %+v, want the binary, its manifest's version and the pin", info[0].Plugin)
 	}
 	if f, ok := d.Schema().Field("region"); !ok || f.Default != "local-1" {
 		t.Errorf("schema field region: %+v %v", f, ok)

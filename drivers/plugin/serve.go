@@ -46,13 +46,14 @@ type grpcPlugin struct {
 	srv *server
 }
 
-func (p *grpcPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+func (p *grpcPlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server) error {
+	p.srv.broker = b
 	pluginpb.RegisterDriverServer(s, p.srv)
 	return nil
 }
 
-func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
-	return pluginpb.NewDriverClient(cc), nil
+func (p *grpcPlugin) GRPCClient(_ context.Context, b *goplugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
+	return &dispensed{DriverClient: pluginpb.NewDriverClient(cc), broker: b}, nil
 }
 
 // Serve serves d as a berth driver plugin of version version (the
@@ -65,9 +66,9 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, cc *g
 // status 1. The host sees of d's capabilities those that d declares,
 // implements and the protocol carries (ProtocolVersion 1: exec,
 // stream_exec, reuse, list, destroy_by_id, image_identity,
-// template_capture, template_delete, terminal and files); a capability
-// it does not carry yet (runner_ingress) is not declared, so the conformance suite holds through the
-// plugin.
+// template_capture, template_delete, terminal, files and runner_ingress),
+// and d's drivers.ArchReporter when d implements it, so the conformance
+// suite holds through the plugin.
 func Serve(d drivers.Driver, version string) {
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,
@@ -85,10 +86,12 @@ type server struct {
 	pluginpb.UnimplementedDriverServer
 	d       drivers.Driver
 	version string
+	broker  *goplugin.GRPCBroker // the runner ingresses' connections go through it
 
-	mu      sync.Mutex
-	next    uint64
-	handles map[uint64]drivers.Sandbox
+	mu        sync.Mutex
+	next      uint64 // of handles and ingresses
+	handles   map[uint64]drivers.Sandbox
+	ingresses map[uint64]*srvIngress
 }
 
 func newServer(d drivers.Driver, version string) *server {
@@ -164,7 +167,8 @@ func (s *server) Acquire(stream pluginpb.Driver_AcquireServer) error {
 		return errors.New("acquire: the first message is not start")
 	}
 	ctx := stream.Context()
-	req := drivers.AcquireRequest{LeaseID: start.GetLeaseId(), Labels: start.GetLabels(), Workspace: start.GetWorkspace()}
+	req := drivers.AcquireRequest{LeaseID: start.GetLeaseId(), Labels: start.GetLabels(), Workspace: start.GetWorkspace(),
+		Runner: runnerSpecFromWire(start.GetRunner())}
 	if start.GetAllocatedCallback() {
 		req.Allocated = func(ctx context.Context, id string) error {
 			if err := stream.Send(&pluginpb.AcquireOut{Msg: &pluginpb.AcquireOut_Allocated{Allocated: &pluginpb.Allocated{ProviderLeaseId: id}}}); err != nil {
@@ -232,6 +236,7 @@ func (s *server) Release(ctx context.Context, r *pluginpb.ReleaseRequest) (*plug
 	s.mu.Lock()
 	delete(s.handles, r.GetHandle())
 	s.mu.Unlock()
+	s.dropIngresses(r.GetHandle())
 	return &pluginpb.ReceiptReply{Receipt: receiptToWire(rc)}, nil
 }
 

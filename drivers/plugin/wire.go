@@ -21,7 +21,7 @@ import (
 // carried is what protocol version 1 carries: a plugin declares no other
 // capability, whatever its driver implements (declared = implemented).
 var carried = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
-	drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles)
+	drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles, drivers.CapRunnerIngress)
 
 // sentinels are the errors a driver's error may wrap that the host's
 // rebuilt error wraps too, by their name on the wire: the driver

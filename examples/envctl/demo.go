@@ -233,6 +233,9 @@ func printDrivers(w io.Writer, rows []driverRow) error {
 			iso += " (" + d.BelowMinimum + ")"
 		}
 		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\t%s\n", d.Name, d.Kind, iso, avail, strings.ReplaceAll(d.Effective.String(), ",", " "))
+		if p := d.Plugin; p != nil {
+			fmt.Fprintf(tw, "     plugin\t\t\tversion %s\tpin sha256:%s, binary %s\n", p.Version, p.SHA256, p.Binary)
+		}
 		for _, h := range d.Health {
 			state := "available"
 			if !h.Available {

@@ -15,9 +15,8 @@ import (
 )
 
 // `envctl -plugins DIR` loads the plugins DIR's pins file lists: the fake
-// served by a plugin replaces the compiled fake, so the listing shows the
-// capabilities the protocol carries (no runner_ingress), and an exec
-// through it works.
+// served by a plugin replaces the compiled fake, and the listing shows it
+// with its plugin's version and pin under it.
 func TestPluginsFlag(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -44,18 +43,25 @@ func TestPluginsFlag(t *testing.T) {
 	if err != nil {
 		t.Fatalf("drivers: %v\n%s", err, errOut)
 	}
-	var fakeLine string
-	for _, line := range strings.Split(out, "\n") {
+	var fakeLine, pluginLine string
+	lines := strings.Split(out, "\n")
+	for i, line := range lines {
 		if strings.Contains(line, " fake ") || strings.HasPrefix(line, "fake ") {
 			fakeLine = line
+			if i+1 < len(lines) {
+				pluginLine = lines[i+1]
+			}
 		}
 	}
-	if fakeLine == "" || !strings.Contains(fakeLine, "terminal") || strings.Contains(fakeLine, "runner_ingress") {
-		t.Errorf("the fake through its plugin: %q, want its capabilities without runner_ingress\n%s", fakeLine, out)
+	if fakeLine == "" || !strings.Contains(fakeLine, "terminal") || !strings.Contains(fakeLine, "runner_ingress") {
+		t.Errorf("the fake through its plugin: %q, want its capabilities, runner_ingress included\n%s", fakeLine, out)
 	}
-	// The check can fail: the compiled fake declares runner_ingress.
+	if f := strings.Fields(pluginLine); len(f) < 5 || f[0] != "plugin" || f[2] != "1.0.0" || f[4] != "sha256:"+pin+"," {
+		t.Errorf("the line under the fake through its plugin: %q, want its plugin's version and pin\n%s", pluginLine, out)
+	}
+	// The check can fail: the compiled fake has no plugin line.
 	out, _, err = runCLI(t, "", "--db", db, "--test-mode", "drivers")
-	if err != nil || !strings.Contains(out, "runner_ingress") {
+	if err != nil || strings.Contains(out, "sha256:") {
 		t.Errorf("the compiled fake: %v\n%s", err, out)
 	}
 	// A pins file that names another binary's sum is refused, naming its line.

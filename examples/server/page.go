@@ -178,6 +178,8 @@ type driverRow struct {
 	Name, Kind string
 	Isolation  string // the level it declares for its defaults
 	Below      string // its isolation at its defaults is below the minimum, or ""
+	Plugin     string // "plugin VERSION, pin SHA256[:12]" for a driver a plugin serves, or ""
+	PluginFull string // the whole pin and the binary, on hover
 	Available  bool
 	Reason     string // the library's whole error, on hover
 	Short      string // one short sentence
@@ -407,6 +409,10 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 		}
 		row := driverRow{Name: info.Name, Kind: info.Kind.String(), Isolation: info.Isolation.String(), Available: info.Available, Reason: info.Reason,
 			Below: belowMinimum(info, st)}
+		if p := info.Plugin; p != nil {
+			row.Plugin = fmt.Sprintf("plugin %s, pin %.12s", p.Version, p.SHA256)
+			row.PluginFull = fmt.Sprintf("pin sha256:%s, binary %s", p.SHA256, p.Binary)
+		}
 		if info.Available { // an unavailable driver's reason says it all
 			row.Caps, row.Limits = capNames(info.Effective), limitsOf(info.Effective)
 			pg.DriversUp++

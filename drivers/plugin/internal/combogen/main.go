@@ -14,13 +14,15 @@ import (
 	"strings"
 )
 
-// mixin is one optional interface: the type that gives it and its
-// capability.
-type mixin struct{ typ, capability string }
+// mixin is one optional interface: the type that gives it and when: its
+// capability declared, or (an interface that is no capability) cond.
+type mixin struct{ typ, capability, cond string }
 
 var (
-	driverMixins  = []mixin{{"lister", "CapList"}, {"destroyer", "CapDestroyByID"}, {"resumer", "CapReuse"}, {"templateDeleter", "CapTemplateDelete"}}
-	sandboxMixins = []mixin{{"streamer", "CapStreamExec"}, {"imageReporter", "CapImageIdentity"}, {"capturer", "CapTemplateCapture"}, {"terminal", "CapTerminal"}, {"files", "CapFiles"}}
+	driverMixins = []mixin{{"lister", "CapList", ""}, {"destroyer", "CapDestroyByID", ""}, {"resumer", "CapReuse", ""},
+		{"templateDeleter", "CapTemplateDelete", ""}, {"archReporter", "", "c.desc.Arch"}}
+	sandboxMixins = []mixin{{"streamer", "CapStreamExec", ""}, {"imageReporter", "CapImageIdentity", ""}, {"capturer", "CapTemplateCapture", ""},
+		{"terminal", "CapTerminal", ""}, {"files", "CapFiles", ""}, {"runnerHost", "CapRunnerIngress", ""}}
 )
 
 // Generate returns the file's contents.
@@ -39,12 +41,20 @@ func Generate() []byte {
 func write(b *bytes.Buffer, fn, param, result, base, arg string, ms []mixin) {
 	var caps []string
 	for _, m := range ms {
+		if m.capability == "" {
+			caps = append(caps, m.typ+" when "+m.cond)
+			continue
+		}
 		caps = append(caps, "drivers."+m.capability)
 	}
 	fmt.Fprintf(b, "// %s returns %s as a value that implements the optional interface of\n// each capability of declared among %s, and no other.\n", fn, arg, strings.Join(caps, ", "))
 	fmt.Fprintf(b, "func %s(%s, declared drivers.Set) %s {\n\tmask := 0\n", fn, param, result)
 	for i, m := range ms {
-		fmt.Fprintf(b, "\tif declared.Has(drivers.%s) {\n\t\tmask |= %d\n\t}\n", m.capability, 1<<i)
+		cond := "declared.Has(drivers." + m.capability + ")"
+		if m.capability == "" {
+			cond = m.cond
+		}
+		fmt.Fprintf(b, "\tif %s {\n\t\tmask |= %d\n\t}\n", cond, 1<<i)
 	}
 	b.WriteString("\tswitch mask {\n")
 	for mask := 1; mask < 1<<len(ms); mask++ {

@@ -9,11 +9,24 @@
 // of 5000 bytes to its stderr when it starts; when
 // BERTH_FAKEPLUGIN_PROTOCOL is 2, it answers go-plugin's handshake as a
 // plugin of protocol version 2 (and serves nothing).
+//
+// Its faults are its configuration: the JSON file beside the binary named
+// as the binary with FaultsSuffix ("fakeplugin.faults.json"), if there is
+// one, gives the fake's API key ({"apiKey": "..."}: every operation needs
+// it in the config's api_key) and the operations that fail
+// ({"faults": [{"op": "create", "error": "unavailable"}]}, error one of
+// unavailable, transient, auth_failed, image_not_found), as the fake's own
+// harness builds them in process. A copy of the binary in another
+// directory with another faults file is another configuration of the
+// same pinned binary.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -24,6 +37,7 @@ import (
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/plugin"
+	"github.com/berthdev/berth/internal/fakectl"
 )
 
 // version is the plugin's version, as its manifest records it.
@@ -63,5 +77,60 @@ func main() {
 		}
 		return 2, nil
 	}
-	plugin.Serve(fake.New(&fake.Options{Handlers: hs}), version)
+	opts := &fake.Options{Handlers: hs}
+	faults, err := readFaults()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeplugin:", err)
+		os.Exit(2)
+	}
+	opts.APIKey = faults.APIKey
+	d := fake.New(opts)
+	for _, f := range faults.Faults {
+		fakectl.Of(d).Inject(fakectl.Fault{Op: f.Op, Err: faultErrs[f.Error]})
+	}
+	plugin.Serve(d, version)
+}
+
+// FaultsSuffix ends the name of the faults file beside the binary.
+const FaultsSuffix = ".faults.json"
+
+// faultErrs are the errors a fault may name.
+var faultErrs = map[string]error{
+	"unavailable":     fmt.Errorf("control plane refused the connection: %w", drivers.ErrUnavailable),
+	"transient":       fmt.Errorf("the provider is busy: %w", drivers.ErrTransient),
+	"auth_failed":     fmt.Errorf("the provider refused the credentials: %w", drivers.ErrAuth),
+	"image_not_found": fmt.Errorf("no such image at the provider: %w", drivers.ErrImageNotFound),
+}
+
+type faultsFile struct {
+	APIKey string `json:"apiKey"`
+	Faults []struct {
+		Op    string `json:"op"`
+		Error string `json:"error"`
+	} `json:"faults"`
+}
+
+// readFaults reads the faults file beside the binary; none is no fault.
+func readFaults() (faultsFile, error) {
+	var f faultsFile
+	exe, err := os.Executable()
+	if err != nil {
+		return f, err
+	}
+	b, err := os.ReadFile(exe + FaultsSuffix)
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, err
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return f, fmt.Errorf("%s%s: %w", exe, FaultsSuffix, err)
+	}
+	for _, x := range f.Faults {
+		if faultErrs[x.Error] == nil {
+			return f, fmt.Errorf("%s%s: fault %q: error %q: want unavailable, transient, auth_failed or image_not_found", exe, FaultsSuffix, x.Op, x.Error)
+		}
+	}
+	return f, nil
 }

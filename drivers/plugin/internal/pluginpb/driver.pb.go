@@ -9,9 +9,11 @@
 // validation, image reference and narrowing, acquire (with its allocated
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
-// health, image identity, capture, template delete, the terminal and
-// files. A capability the protocol does not carry yet (runner ingress) is
-// never declared by a plugin: declared is implemented.
+// health, image identity, capture, template delete, the terminal, files,
+// the runner's architecture and the runner ingress (its connections
+// bridged through go-plugin's broker: service RunnerBridge). A plugin
+// declares what its driver implements and nothing else: declared is
+// implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
 // status: a gRPC status means the plugin process or its transport failed.
@@ -983,6 +985,387 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 	return file_driver_proto_rawDescGZIP(), []int{12}
 }
 
+type Chunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Chunk) Reset() {
+	*x = Chunk{}
+	mi := &file_driver_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Chunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Chunk) ProtoMessage() {}
+
+func (x *Chunk) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
+func (*Chunk) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Chunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type HostRunnerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Spec          *RunnerSpec            `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	BrokerId      uint32                 `protobuf:"varint,3,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostRunnerRequest) Reset() {
+	*x = HostRunnerRequest{}
+	mi := &file_driver_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostRunnerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostRunnerRequest) ProtoMessage() {}
+
+func (x *HostRunnerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostRunnerRequest.ProtoReflect.Descriptor instead.
+func (*HostRunnerRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HostRunnerRequest) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *HostRunnerRequest) GetSpec() *RunnerSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *HostRunnerRequest) GetBrokerId() uint32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+type HostRunnerReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ingress       uint64                 `protobuf:"varint,1,opt,name=ingress,proto3" json:"ingress,omitempty"`
+	Endpoint      string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostRunnerReply) Reset() {
+	*x = HostRunnerReply{}
+	mi := &file_driver_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostRunnerReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostRunnerReply) ProtoMessage() {}
+
+func (x *HostRunnerReply) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostRunnerReply.ProtoReflect.Descriptor instead.
+func (*HostRunnerReply) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HostRunnerReply) GetIngress() uint64 {
+	if x != nil {
+		return x.Ingress
+	}
+	return 0
+}
+
+func (x *HostRunnerReply) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *HostRunnerReply) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type RunnerIngressRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ingress       uint64                 `protobuf:"varint,1,opt,name=ingress,proto3" json:"ingress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerIngressRequest) Reset() {
+	*x = RunnerIngressRequest{}
+	mi := &file_driver_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerIngressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerIngressRequest) ProtoMessage() {}
+
+func (x *RunnerIngressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerIngressRequest.ProtoReflect.Descriptor instead.
+func (*RunnerIngressRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RunnerIngressRequest) GetIngress() uint64 {
+	if x != nil {
+		return x.Ingress
+	}
+	return 0
+}
+
+type RunnerLaunchRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Ingress uint64                 `protobuf:"varint,1,opt,name=ingress,proto3" json:"ingress,omitempty"`
+	Lease   string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	// ticket is the one-use bootstrap ticket: never logged by either side.
+	Ticket        string            `protobuf:"bytes,3,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	Env           map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerLaunchRequest) Reset() {
+	*x = RunnerLaunchRequest{}
+	mi := &file_driver_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerLaunchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerLaunchRequest) ProtoMessage() {}
+
+func (x *RunnerLaunchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerLaunchRequest.ProtoReflect.Descriptor instead.
+func (*RunnerLaunchRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RunnerLaunchRequest) GetIngress() uint64 {
+	if x != nil {
+		return x.Ingress
+	}
+	return 0
+}
+
+func (x *RunnerLaunchRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *RunnerLaunchRequest) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
+}
+
+func (x *RunnerLaunchRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+type RunnerLogTailRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ingress       uint64                 `protobuf:"varint,1,opt,name=ingress,proto3" json:"ingress,omitempty"`
+	Limit         int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerLogTailRequest) Reset() {
+	*x = RunnerLogTailRequest{}
+	mi := &file_driver_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerLogTailRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerLogTailRequest) ProtoMessage() {}
+
+func (x *RunnerLogTailRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerLogTailRequest.ProtoReflect.Descriptor instead.
+func (*RunnerLogTailRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RunnerLogTailRequest) GetIngress() uint64 {
+	if x != nil {
+		return x.Ingress
+	}
+	return 0
+}
+
+func (x *RunnerLogTailRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type RunnerLogTailReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerLogTailReply) Reset() {
+	*x = RunnerLogTailReply{}
+	mi := &file_driver_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerLogTailReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerLogTailReply) ProtoMessage() {}
+
+func (x *RunnerLogTailReply) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerLogTailReply.ProtoReflect.Descriptor instead.
+func (*RunnerLogTailReply) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RunnerLogTailReply) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *RunnerLogTailReply) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type Description struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1002,16 +1385,18 @@ type Description struct {
 	Availability string `protobuf:"bytes,9,opt,name=availability,proto3" json:"availability,omitempty"`
 	// narrows: the driver narrows by config (NarrowedBy); isolates: it
 	// declares isolation per config; health: it has provider health.
-	Narrows       bool `protobuf:"varint,10,opt,name=narrows,proto3" json:"narrows,omitempty"`
-	Isolates      bool `protobuf:"varint,11,opt,name=isolates,proto3" json:"isolates,omitempty"`
-	Health        bool `protobuf:"varint,12,opt,name=health,proto3" json:"health,omitempty"`
+	Narrows  bool `protobuf:"varint,10,opt,name=narrows,proto3" json:"narrows,omitempty"`
+	Isolates bool `protobuf:"varint,11,opt,name=isolates,proto3" json:"isolates,omitempty"`
+	Health   bool `protobuf:"varint,12,opt,name=health,proto3" json:"health,omitempty"`
+	// arch: the driver reports its runners' architecture (RunnerArch).
+	Arch          bool `protobuf:"varint,13,opt,name=arch,proto3" json:"arch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Description) Reset() {
 	*x = Description{}
-	mi := &file_driver_proto_msgTypes[13]
+	mi := &file_driver_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1408,7 @@ func (x *Description) String() string {
 func (*Description) ProtoMessage() {}
 
 func (x *Description) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[13]
+	mi := &file_driver_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1421,7 @@ func (x *Description) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Description.ProtoReflect.Descriptor instead.
 func (*Description) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{13}
+	return file_driver_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Description) GetName() string {
@@ -1123,6 +1508,13 @@ func (x *Description) GetHealth() bool {
 	return false
 }
 
+func (x *Description) GetArch() bool {
+	if x != nil {
+		return x.Arch
+	}
+	return false
+}
+
 type ErrorReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -1132,7 +1524,7 @@ type ErrorReply struct {
 
 func (x *ErrorReply) Reset() {
 	*x = ErrorReply{}
-	mi := &file_driver_proto_msgTypes[14]
+	mi := &file_driver_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1536,7 @@ func (x *ErrorReply) String() string {
 func (*ErrorReply) ProtoMessage() {}
 
 func (x *ErrorReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[14]
+	mi := &file_driver_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1549,7 @@ func (x *ErrorReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorReply.ProtoReflect.Descriptor instead.
 func (*ErrorReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{14}
+	return file_driver_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ErrorReply) GetError() *Error {
@@ -1177,7 +1569,7 @@ type TextReply struct {
 
 func (x *TextReply) Reset() {
 	*x = TextReply{}
-	mi := &file_driver_proto_msgTypes[15]
+	mi := &file_driver_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1581,7 @@ func (x *TextReply) String() string {
 func (*TextReply) ProtoMessage() {}
 
 func (x *TextReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[15]
+	mi := &file_driver_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1594,7 @@ func (x *TextReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextReply.ProtoReflect.Descriptor instead.
 func (*TextReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{15}
+	return file_driver_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TextReply) GetText() string {
@@ -1228,7 +1620,7 @@ type NarrowReply struct {
 
 func (x *NarrowReply) Reset() {
 	*x = NarrowReply{}
-	mi := &file_driver_proto_msgTypes[16]
+	mi := &file_driver_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1632,7 @@ func (x *NarrowReply) String() string {
 func (*NarrowReply) ProtoMessage() {}
 
 func (x *NarrowReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[16]
+	mi := &file_driver_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1645,7 @@ func (x *NarrowReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NarrowReply.ProtoReflect.Descriptor instead.
 func (*NarrowReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{16}
+	return file_driver_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NarrowReply) GetCapabilities() []string {
@@ -1272,7 +1664,7 @@ type IsolationReply struct {
 
 func (x *IsolationReply) Reset() {
 	*x = IsolationReply{}
-	mi := &file_driver_proto_msgTypes[17]
+	mi := &file_driver_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1676,7 @@ func (x *IsolationReply) String() string {
 func (*IsolationReply) ProtoMessage() {}
 
 func (x *IsolationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[17]
+	mi := &file_driver_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1689,7 @@ func (x *IsolationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsolationReply.ProtoReflect.Descriptor instead.
 func (*IsolationReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{17}
+	return file_driver_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *IsolationReply) GetIsolation() string {
@@ -1316,13 +1708,16 @@ type AcquireStart struct {
 	// allocated_callback: the host wants the allocated message. Acquire's
 	// deadline (its startup budget) is the call's.
 	AllocatedCallback bool `protobuf:"varint,5,opt,name=allocated_callback,json=allocatedCallback,proto3" json:"allocated_callback,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// runner is the runner spec the sandbox is prepared for (runner
+	// ingress); absent when none.
+	Runner        *RunnerSpec `protobuf:"bytes,6,opt,name=runner,proto3" json:"runner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireStart) Reset() {
 	*x = AcquireStart{}
-	mi := &file_driver_proto_msgTypes[18]
+	mi := &file_driver_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1729,7 @@ func (x *AcquireStart) String() string {
 func (*AcquireStart) ProtoMessage() {}
 
 func (x *AcquireStart) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[18]
+	mi := &file_driver_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1742,7 @@ func (x *AcquireStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireStart.ProtoReflect.Descriptor instead.
 func (*AcquireStart) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{18}
+	return file_driver_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AcquireStart) GetConfig() *Config {
@@ -1385,6 +1780,74 @@ func (x *AcquireStart) GetAllocatedCallback() bool {
 	return false
 }
 
+func (x *AcquireStart) GetRunner() *RunnerSpec {
+	if x != nil {
+		return x.Runner
+	}
+	return nil
+}
+
+type RunnerSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// binary is a path on the host the plugin runs on.
+	Binary        string `protobuf:"bytes,1,opt,name=binary,proto3" json:"binary,omitempty"`
+	Sha256        string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Arch          string `protobuf:"bytes,3,opt,name=arch,proto3" json:"arch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerSpec) Reset() {
+	*x = RunnerSpec{}
+	mi := &file_driver_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerSpec) ProtoMessage() {}
+
+func (x *RunnerSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerSpec.ProtoReflect.Descriptor instead.
+func (*RunnerSpec) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RunnerSpec) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *RunnerSpec) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *RunnerSpec) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
+}
+
 type AllocatedAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// error is the host's callback's error; the plugin destroys the sandbox
@@ -1396,7 +1859,7 @@ type AllocatedAck struct {
 
 func (x *AllocatedAck) Reset() {
 	*x = AllocatedAck{}
-	mi := &file_driver_proto_msgTypes[19]
+	mi := &file_driver_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1871,7 @@ func (x *AllocatedAck) String() string {
 func (*AllocatedAck) ProtoMessage() {}
 
 func (x *AllocatedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[19]
+	mi := &file_driver_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1884,7 @@ func (x *AllocatedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedAck.ProtoReflect.Descriptor instead.
 func (*AllocatedAck) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{19}
+	return file_driver_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AllocatedAck) GetError() *Error {
@@ -1444,7 +1907,7 @@ type AcquireIn struct {
 
 func (x *AcquireIn) Reset() {
 	*x = AcquireIn{}
-	mi := &file_driver_proto_msgTypes[20]
+	mi := &file_driver_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1919,7 @@ func (x *AcquireIn) String() string {
 func (*AcquireIn) ProtoMessage() {}
 
 func (x *AcquireIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[20]
+	mi := &file_driver_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1932,7 @@ func (x *AcquireIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireIn.ProtoReflect.Descriptor instead.
 func (*AcquireIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{20}
+	return file_driver_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AcquireIn) GetMsg() isAcquireIn_Msg {
@@ -1522,7 +1985,7 @@ type Allocated struct {
 
 func (x *Allocated) Reset() {
 	*x = Allocated{}
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1997,7 @@ func (x *Allocated) String() string {
 func (*Allocated) ProtoMessage() {}
 
 func (x *Allocated) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +2010,7 @@ func (x *Allocated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocated.ProtoReflect.Descriptor instead.
 func (*Allocated) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{21}
+	return file_driver_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Allocated) GetProviderLeaseId() string {
@@ -1569,7 +2032,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +2044,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +2057,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{22}
+	return file_driver_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Sandbox) GetHandle() uint64 {
@@ -1625,7 +2088,7 @@ type AcquireOut struct {
 
 func (x *AcquireOut) Reset() {
 	*x = AcquireOut{}
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +2100,7 @@ func (x *AcquireOut) String() string {
 func (*AcquireOut) ProtoMessage() {}
 
 func (x *AcquireOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +2113,7 @@ func (x *AcquireOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOut.ProtoReflect.Descriptor instead.
 func (*AcquireOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{23}
+	return file_driver_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AcquireOut) GetMsg() isAcquireOut_Msg {
@@ -1719,7 +2182,7 @@ type SandboxReply struct {
 
 func (x *SandboxReply) Reset() {
 	*x = SandboxReply{}
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +2194,7 @@ func (x *SandboxReply) String() string {
 func (*SandboxReply) ProtoMessage() {}
 
 func (x *SandboxReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +2207,7 @@ func (x *SandboxReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxReply.ProtoReflect.Descriptor instead.
 func (*SandboxReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{24}
+	return file_driver_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SandboxReply) GetSandbox() *Sandbox {
@@ -1771,7 +2234,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +2246,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +2259,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{25}
+	return file_driver_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResumeRequest) GetConfig() *Config {
@@ -1828,7 +2291,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2303,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2316,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{26}
+	return file_driver_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExecRequest) GetHandle() uint64 {
@@ -1920,7 +2383,7 @@ type ExecReply struct {
 
 func (x *ExecReply) Reset() {
 	*x = ExecReply{}
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2395,7 @@ func (x *ExecReply) String() string {
 func (*ExecReply) ProtoMessage() {}
 
 func (x *ExecReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2408,7 @@ func (x *ExecReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecReply.ProtoReflect.Descriptor instead.
 func (*ExecReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{27}
+	return file_driver_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecReply) GetStdout() []byte {
@@ -2008,7 +2471,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2483,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2496,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{28}
+	return file_driver_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReleaseRequest) GetHandle() uint64 {
@@ -2064,7 +2527,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2539,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2552,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{29}
+	return file_driver_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Receipt) GetProviderLeaseId() string {
@@ -2144,7 +2607,7 @@ type ReceiptReply struct {
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2619,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2632,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{30}
+	return file_driver_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReceiptReply) GetReceipt() *Receipt {
@@ -2196,7 +2659,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_driver_proto_msgTypes[31]
+	mi := &file_driver_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2671,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[31]
+	mi := &file_driver_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2684,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{31}
+	return file_driver_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListRequest) GetConfig() *Config {
@@ -2249,7 +2712,7 @@ type SandboxInfo struct {
 
 func (x *SandboxInfo) Reset() {
 	*x = SandboxInfo{}
-	mi := &file_driver_proto_msgTypes[32]
+	mi := &file_driver_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2724,7 @@ func (x *SandboxInfo) String() string {
 func (*SandboxInfo) ProtoMessage() {}
 
 func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[32]
+	mi := &file_driver_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2737,7 @@ func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxInfo.ProtoReflect.Descriptor instead.
 func (*SandboxInfo) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{32}
+	return file_driver_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SandboxInfo) GetProviderLeaseId() string {
@@ -2308,7 +2771,7 @@ type ListReply struct {
 
 func (x *ListReply) Reset() {
 	*x = ListReply{}
-	mi := &file_driver_proto_msgTypes[33]
+	mi := &file_driver_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2783,7 @@ func (x *ListReply) String() string {
 func (*ListReply) ProtoMessage() {}
 
 func (x *ListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[33]
+	mi := &file_driver_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2796,7 @@ func (x *ListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReply.ProtoReflect.Descriptor instead.
 func (*ListReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{33}
+	return file_driver_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListReply) GetSandboxes() []*SandboxInfo {
@@ -2360,7 +2823,7 @@ type DestroyRequest struct {
 
 func (x *DestroyRequest) Reset() {
 	*x = DestroyRequest{}
-	mi := &file_driver_proto_msgTypes[34]
+	mi := &file_driver_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2835,7 @@ func (x *DestroyRequest) String() string {
 func (*DestroyRequest) ProtoMessage() {}
 
 func (x *DestroyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[34]
+	mi := &file_driver_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2848,7 @@ func (x *DestroyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyRequest.ProtoReflect.Descriptor instead.
 func (*DestroyRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{34}
+	return file_driver_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DestroyRequest) GetConfig() *Config {
@@ -2416,7 +2879,7 @@ type StartCommand struct {
 
 func (x *StartCommand) Reset() {
 	*x = StartCommand{}
-	mi := &file_driver_proto_msgTypes[35]
+	mi := &file_driver_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2891,7 @@ func (x *StartCommand) String() string {
 func (*StartCommand) ProtoMessage() {}
 
 func (x *StartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[35]
+	mi := &file_driver_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2904,7 @@ func (x *StartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCommand.ProtoReflect.Descriptor instead.
 func (*StartCommand) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{35}
+	return file_driver_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StartCommand) GetHandle() uint64 {
@@ -2494,7 +2957,7 @@ type StartIn struct {
 
 func (x *StartIn) Reset() {
 	*x = StartIn{}
-	mi := &file_driver_proto_msgTypes[36]
+	mi := &file_driver_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2969,7 @@ func (x *StartIn) String() string {
 func (*StartIn) ProtoMessage() {}
 
 func (x *StartIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[36]
+	mi := &file_driver_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2982,7 @@ func (x *StartIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartIn.ProtoReflect.Descriptor instead.
 func (*StartIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{36}
+	return file_driver_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StartIn) GetMsg() isStartIn_Msg {
@@ -2603,7 +3066,7 @@ type SignalAck struct {
 
 func (x *SignalAck) Reset() {
 	*x = SignalAck{}
-	mi := &file_driver_proto_msgTypes[37]
+	mi := &file_driver_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +3078,7 @@ func (x *SignalAck) String() string {
 func (*SignalAck) ProtoMessage() {}
 
 func (x *SignalAck) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[37]
+	mi := &file_driver_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +3091,7 @@ func (x *SignalAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalAck.ProtoReflect.Descriptor instead.
 func (*SignalAck) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{37}
+	return file_driver_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SignalAck) GetError() *Error {
@@ -2655,7 +3118,7 @@ type StartOut struct {
 
 func (x *StartOut) Reset() {
 	*x = StartOut{}
-	mi := &file_driver_proto_msgTypes[38]
+	mi := &file_driver_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +3130,7 @@ func (x *StartOut) String() string {
 func (*StartOut) ProtoMessage() {}
 
 func (x *StartOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[38]
+	mi := &file_driver_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +3143,7 @@ func (x *StartOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartOut.ProtoReflect.Descriptor instead.
 func (*StartOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{38}
+	return file_driver_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StartOut) GetMsg() isStartOut_Msg {
@@ -2796,7 +3259,7 @@ type HandleRequest struct {
 
 func (x *HandleRequest) Reset() {
 	*x = HandleRequest{}
-	mi := &file_driver_proto_msgTypes[39]
+	mi := &file_driver_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +3271,7 @@ func (x *HandleRequest) String() string {
 func (*HandleRequest) ProtoMessage() {}
 
 func (x *HandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[39]
+	mi := &file_driver_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +3284,7 @@ func (x *HandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleRequest.ProtoReflect.Descriptor instead.
 func (*HandleRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{39}
+	return file_driver_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HandleRequest) GetHandle() uint64 {
@@ -2842,7 +3305,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_driver_proto_msgTypes[40]
+	mi := &file_driver_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +3317,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[40]
+	mi := &file_driver_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +3330,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{40}
+	return file_driver_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CaptureRequest) GetHandle() uint64 {
@@ -2902,7 +3365,7 @@ type DeleteTemplateRequest struct {
 
 func (x *DeleteTemplateRequest) Reset() {
 	*x = DeleteTemplateRequest{}
-	mi := &file_driver_proto_msgTypes[41]
+	mi := &file_driver_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +3377,7 @@ func (x *DeleteTemplateRequest) String() string {
 func (*DeleteTemplateRequest) ProtoMessage() {}
 
 func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[41]
+	mi := &file_driver_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +3390,7 @@ func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{41}
+	return file_driver_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteTemplateRequest) GetConfig() *Config {
@@ -2959,7 +3422,7 @@ type TerminalOpen struct {
 
 func (x *TerminalOpen) Reset() {
 	*x = TerminalOpen{}
-	mi := &file_driver_proto_msgTypes[42]
+	mi := &file_driver_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3434,7 @@ func (x *TerminalOpen) String() string {
 func (*TerminalOpen) ProtoMessage() {}
 
 func (x *TerminalOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[42]
+	mi := &file_driver_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3447,7 @@ func (x *TerminalOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOpen.ProtoReflect.Descriptor instead.
 func (*TerminalOpen) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{42}
+	return file_driver_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TerminalOpen) GetHandle() uint64 {
@@ -3046,7 +3509,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_driver_proto_msgTypes[43]
+	mi := &file_driver_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3521,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[43]
+	mi := &file_driver_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3534,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{43}
+	return file_driver_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WindowSize) GetRows() int64 {
@@ -3103,7 +3566,7 @@ type TerminalIn struct {
 
 func (x *TerminalIn) Reset() {
 	*x = TerminalIn{}
-	mi := &file_driver_proto_msgTypes[44]
+	mi := &file_driver_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3578,7 @@ func (x *TerminalIn) String() string {
 func (*TerminalIn) ProtoMessage() {}
 
 func (x *TerminalIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[44]
+	mi := &file_driver_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3591,7 @@ func (x *TerminalIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalIn.ProtoReflect.Descriptor instead.
 func (*TerminalIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{44}
+	return file_driver_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TerminalIn) GetMsg() isTerminalIn_Msg {
@@ -3218,7 +3681,7 @@ type TerminalOut struct {
 
 func (x *TerminalOut) Reset() {
 	*x = TerminalOut{}
-	mi := &file_driver_proto_msgTypes[45]
+	mi := &file_driver_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3693,7 @@ func (x *TerminalOut) String() string {
 func (*TerminalOut) ProtoMessage() {}
 
 func (x *TerminalOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[45]
+	mi := &file_driver_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3706,7 @@ func (x *TerminalOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOut.ProtoReflect.Descriptor instead.
 func (*TerminalOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{45}
+	return file_driver_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TerminalOut) GetMsg() isTerminalOut_Msg {
@@ -3345,7 +3808,7 @@ type PutArchiveStart struct {
 
 func (x *PutArchiveStart) Reset() {
 	*x = PutArchiveStart{}
-	mi := &file_driver_proto_msgTypes[46]
+	mi := &file_driver_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3820,7 @@ func (x *PutArchiveStart) String() string {
 func (*PutArchiveStart) ProtoMessage() {}
 
 func (x *PutArchiveStart) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[46]
+	mi := &file_driver_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3833,7 @@ func (x *PutArchiveStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutArchiveStart.ProtoReflect.Descriptor instead.
 func (*PutArchiveStart) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{46}
+	return file_driver_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PutArchiveStart) GetHandle() uint64 {
@@ -3400,7 +3863,7 @@ type PutArchiveIn struct {
 
 func (x *PutArchiveIn) Reset() {
 	*x = PutArchiveIn{}
-	mi := &file_driver_proto_msgTypes[47]
+	mi := &file_driver_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3875,7 @@ func (x *PutArchiveIn) String() string {
 func (*PutArchiveIn) ProtoMessage() {}
 
 func (x *PutArchiveIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[47]
+	mi := &file_driver_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3888,7 @@ func (x *PutArchiveIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutArchiveIn.ProtoReflect.Descriptor instead.
 func (*PutArchiveIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{47}
+	return file_driver_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PutArchiveIn) GetMsg() isPutArchiveIn_Msg {
@@ -3479,7 +3942,7 @@ type GetArchiveRequest struct {
 
 func (x *GetArchiveRequest) Reset() {
 	*x = GetArchiveRequest{}
-	mi := &file_driver_proto_msgTypes[48]
+	mi := &file_driver_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3491,7 +3954,7 @@ func (x *GetArchiveRequest) String() string {
 func (*GetArchiveRequest) ProtoMessage() {}
 
 func (x *GetArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[48]
+	mi := &file_driver_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3504,7 +3967,7 @@ func (x *GetArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArchiveRequest.ProtoReflect.Descriptor instead.
 func (*GetArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{48}
+	return file_driver_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetArchiveRequest) GetHandle() uint64 {
@@ -3534,7 +3997,7 @@ type GetArchiveOut struct {
 
 func (x *GetArchiveOut) Reset() {
 	*x = GetArchiveOut{}
-	mi := &file_driver_proto_msgTypes[49]
+	mi := &file_driver_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3546,7 +4009,7 @@ func (x *GetArchiveOut) String() string {
 func (*GetArchiveOut) ProtoMessage() {}
 
 func (x *GetArchiveOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[49]
+	mi := &file_driver_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3559,7 +4022,7 @@ func (x *GetArchiveOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArchiveOut.ProtoReflect.Descriptor instead.
 func (*GetArchiveOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{49}
+	return file_driver_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetArchiveOut) GetMsg() isGetArchiveOut_Msg {
@@ -3613,7 +4076,7 @@ type ReadDirRequest struct {
 
 func (x *ReadDirRequest) Reset() {
 	*x = ReadDirRequest{}
-	mi := &file_driver_proto_msgTypes[50]
+	mi := &file_driver_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3625,7 +4088,7 @@ func (x *ReadDirRequest) String() string {
 func (*ReadDirRequest) ProtoMessage() {}
 
 func (x *ReadDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[50]
+	mi := &file_driver_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3638,7 +4101,7 @@ func (x *ReadDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadDirRequest.ProtoReflect.Descriptor instead.
 func (*ReadDirRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{50}
+	return file_driver_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReadDirRequest) GetHandle() uint64 {
@@ -3668,7 +4131,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_driver_proto_msgTypes[51]
+	mi := &file_driver_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3680,7 +4143,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[51]
+	mi := &file_driver_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3693,7 +4156,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{51}
+	return file_driver_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FileInfo) GetName() string {
@@ -3734,7 +4197,7 @@ type ReadDirReply struct {
 
 func (x *ReadDirReply) Reset() {
 	*x = ReadDirReply{}
-	mi := &file_driver_proto_msgTypes[52]
+	mi := &file_driver_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +4209,7 @@ func (x *ReadDirReply) String() string {
 func (*ReadDirReply) ProtoMessage() {}
 
 func (x *ReadDirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[52]
+	mi := &file_driver_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +4222,7 @@ func (x *ReadDirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadDirReply.ProtoReflect.Descriptor instead.
 func (*ReadDirReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{52}
+	return file_driver_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReadDirReply) GetEntries() []*FileInfo {
@@ -3852,7 +4315,33 @@ const file_driver_proto_rawDesc = "" +
 	"\raccount_field\x18\x04 \x01(\tR\faccountField\x12\x1b\n" +
 	"\thas_check\x18\x05 \x01(\bR\bhasCheck\x12.\n" +
 	"\x13has_image_reference\x18\x06 \x01(\bR\x11hasImageReference\"\x11\n" +
-	"\x0fDescribeRequest\"\x8b\x03\n" +
+	"\x0fDescribeRequest\"\x1b\n" +
+	"\x05Chunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"y\n" +
+	"\x11HostRunnerRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12/\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1b.berth.plugin.v1.RunnerSpecR\x04spec\x12\x1b\n" +
+	"\tbroker_id\x18\x03 \x01(\rR\bbrokerId\"u\n" +
+	"\x0fHostRunnerReply\x12\x18\n" +
+	"\aingress\x18\x01 \x01(\x04R\aingress\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12,\n" +
+	"\x05error\x18\x03 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"0\n" +
+	"\x14RunnerIngressRequest\x12\x18\n" +
+	"\aingress\x18\x01 \x01(\x04R\aingress\"\xd6\x01\n" +
+	"\x13RunnerLaunchRequest\x12\x18\n" +
+	"\aingress\x18\x01 \x01(\x04R\aingress\x12\x14\n" +
+	"\x05lease\x18\x02 \x01(\tR\x05lease\x12\x16\n" +
+	"\x06ticket\x18\x03 \x01(\tR\x06ticket\x12?\n" +
+	"\x03env\x18\x04 \x03(\v2-.berth.plugin.v1.RunnerLaunchRequest.EnvEntryR\x03env\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\x14RunnerLogTailRequest\x12\x18\n" +
+	"\aingress\x18\x01 \x01(\x04R\aingress\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x03R\x05limit\"V\n" +
+	"\x12RunnerLogTailReply\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12,\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"\x9f\x03\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -3866,7 +4355,8 @@ const file_driver_proto_rawDesc = "" +
 	"\anarrows\x18\n" +
 	" \x01(\bR\anarrows\x12\x1a\n" +
 	"\bisolates\x18\v \x01(\bR\bisolates\x12\x16\n" +
-	"\x06health\x18\f \x01(\bR\x06health\":\n" +
+	"\x06health\x18\f \x01(\bR\x06health\x12\x12\n" +
+	"\x04arch\x18\r \x01(\bR\x04arch\":\n" +
 	"\n" +
 	"ErrorReply\x12,\n" +
 	"\x05error\x18\x01 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"M\n" +
@@ -3876,16 +4366,22 @@ const file_driver_proto_rawDesc = "" +
 	"\vNarrowReply\x12\"\n" +
 	"\fcapabilities\x18\x01 \x03(\tR\fcapabilities\".\n" +
 	"\x0eIsolationReply\x12\x1c\n" +
-	"\tisolation\x18\x01 \x01(\tR\tisolation\"\xa5\x02\n" +
+	"\tisolation\x18\x01 \x01(\tR\tisolation\"\xda\x02\n" +
 	"\fAcquireStart\x12/\n" +
 	"\x06config\x18\x01 \x01(\v2\x17.berth.plugin.v1.ConfigR\x06config\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12A\n" +
 	"\x06labels\x18\x03 \x03(\v2).berth.plugin.v1.AcquireStart.LabelsEntryR\x06labels\x12\x1c\n" +
 	"\tworkspace\x18\x04 \x01(\tR\tworkspace\x12-\n" +
-	"\x12allocated_callback\x18\x05 \x01(\bR\x11allocatedCallback\x1a9\n" +
+	"\x12allocated_callback\x18\x05 \x01(\bR\x11allocatedCallback\x123\n" +
+	"\x06runner\x18\x06 \x01(\v2\x1b.berth.plugin.v1.RunnerSpecR\x06runner\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\n" +
+	"RunnerSpec\x12\x16\n" +
+	"\x06binary\x18\x01 \x01(\tR\x06binary\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04arch\x18\x03 \x01(\tR\x04arch\"<\n" +
 	"\fAllocatedAck\x12,\n" +
 	"\x05error\x18\x01 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"\x8f\x01\n" +
 	"\tAcquireIn\x125\n" +
@@ -4055,7 +4551,7 @@ const file_driver_proto_rawDesc = "" +
 	"linkTarget\"q\n" +
 	"\fReadDirReply\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.berth.plugin.v1.FileInfoR\aentries\x12,\n" +
-	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error2\xa5\f\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error2\xc6\x0f\n" +
 	"\x06Driver\x12J\n" +
 	"\bDescribe\x12 .berth.plugin.v1.DescribeRequest\x1a\x1c.berth.plugin.v1.Description\x12G\n" +
 	"\bValidate\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12L\n" +
@@ -4080,7 +4576,16 @@ const file_driver_proto_rawDesc = "" +
 	"\aReadDir\x12\x1f.berth.plugin.v1.ReadDirRequest\x1a\x1d.berth.plugin.v1.ReadDirReply\x12K\n" +
 	"\rImageIdentity\x12\x1e.berth.plugin.v1.HandleRequest\x1a\x1a.berth.plugin.v1.TextReply\x12F\n" +
 	"\aCapture\x12\x1f.berth.plugin.v1.CaptureRequest\x1a\x1a.berth.plugin.v1.TextReply\x12W\n" +
-	"\x0eDeleteTemplate\x12&.berth.plugin.v1.DeleteTemplateRequest\x1a\x1d.berth.plugin.v1.ReceiptReplyB<Z:github.com/berthdev/berth/drivers/plugin/internal/pluginpbb\x06proto3"
+	"\x0eDeleteTemplate\x12&.berth.plugin.v1.DeleteTemplateRequest\x1a\x1d.berth.plugin.v1.ReceiptReply\x12H\n" +
+	"\n" +
+	"RunnerArch\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1a.berth.plugin.v1.TextReply\x12R\n" +
+	"\n" +
+	"HostRunner\x12\".berth.plugin.v1.HostRunnerRequest\x1a .berth.plugin.v1.HostRunnerReply\x12Q\n" +
+	"\fRunnerLaunch\x12$.berth.plugin.v1.RunnerLaunchRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12[\n" +
+	"\rRunnerLogTail\x12%.berth.plugin.v1.RunnerLogTailRequest\x1a#.berth.plugin.v1.RunnerLogTailReply\x12Q\n" +
+	"\vRunnerClose\x12%.berth.plugin.v1.RunnerIngressRequest\x1a\x1b.berth.plugin.v1.ErrorReply2M\n" +
+	"\fRunnerBridge\x12=\n" +
+	"\aConnect\x12\x16.berth.plugin.v1.Chunk\x1a\x16.berth.plugin.v1.Chunk(\x010\x01B<Z:github.com/berthdev/berth/drivers/plugin/internal/pluginpbb\x06proto3"
 
 var (
 	file_driver_proto_rawDescOnce sync.Once
@@ -4094,7 +4599,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_driver_proto_goTypes = []any{
 	(*Error)(nil),                 // 0: berth.plugin.v1.Error
 	(*ConfigProblem)(nil),         // 1: berth.plugin.v1.ConfigProblem
@@ -4109,56 +4614,65 @@ var file_driver_proto_goTypes = []any{
 	(*Field)(nil),                 // 10: berth.plugin.v1.Field
 	(*Schema)(nil),                // 11: berth.plugin.v1.Schema
 	(*DescribeRequest)(nil),       // 12: berth.plugin.v1.DescribeRequest
-	(*Description)(nil),           // 13: berth.plugin.v1.Description
-	(*ErrorReply)(nil),            // 14: berth.plugin.v1.ErrorReply
-	(*TextReply)(nil),             // 15: berth.plugin.v1.TextReply
-	(*NarrowReply)(nil),           // 16: berth.plugin.v1.NarrowReply
-	(*IsolationReply)(nil),        // 17: berth.plugin.v1.IsolationReply
-	(*AcquireStart)(nil),          // 18: berth.plugin.v1.AcquireStart
-	(*AllocatedAck)(nil),          // 19: berth.plugin.v1.AllocatedAck
-	(*AcquireIn)(nil),             // 20: berth.plugin.v1.AcquireIn
-	(*Allocated)(nil),             // 21: berth.plugin.v1.Allocated
-	(*Sandbox)(nil),               // 22: berth.plugin.v1.Sandbox
-	(*AcquireOut)(nil),            // 23: berth.plugin.v1.AcquireOut
-	(*SandboxReply)(nil),          // 24: berth.plugin.v1.SandboxReply
-	(*ResumeRequest)(nil),         // 25: berth.plugin.v1.ResumeRequest
-	(*ExecRequest)(nil),           // 26: berth.plugin.v1.ExecRequest
-	(*ExecReply)(nil),             // 27: berth.plugin.v1.ExecReply
-	(*ReleaseRequest)(nil),        // 28: berth.plugin.v1.ReleaseRequest
-	(*Receipt)(nil),               // 29: berth.plugin.v1.Receipt
-	(*ReceiptReply)(nil),          // 30: berth.plugin.v1.ReceiptReply
-	(*ListRequest)(nil),           // 31: berth.plugin.v1.ListRequest
-	(*SandboxInfo)(nil),           // 32: berth.plugin.v1.SandboxInfo
-	(*ListReply)(nil),             // 33: berth.plugin.v1.ListReply
-	(*DestroyRequest)(nil),        // 34: berth.plugin.v1.DestroyRequest
-	(*StartCommand)(nil),          // 35: berth.plugin.v1.StartCommand
-	(*StartIn)(nil),               // 36: berth.plugin.v1.StartIn
-	(*SignalAck)(nil),             // 37: berth.plugin.v1.SignalAck
-	(*StartOut)(nil),              // 38: berth.plugin.v1.StartOut
-	(*HandleRequest)(nil),         // 39: berth.plugin.v1.HandleRequest
-	(*CaptureRequest)(nil),        // 40: berth.plugin.v1.CaptureRequest
-	(*DeleteTemplateRequest)(nil), // 41: berth.plugin.v1.DeleteTemplateRequest
-	(*TerminalOpen)(nil),          // 42: berth.plugin.v1.TerminalOpen
-	(*WindowSize)(nil),            // 43: berth.plugin.v1.WindowSize
-	(*TerminalIn)(nil),            // 44: berth.plugin.v1.TerminalIn
-	(*TerminalOut)(nil),           // 45: berth.plugin.v1.TerminalOut
-	(*PutArchiveStart)(nil),       // 46: berth.plugin.v1.PutArchiveStart
-	(*PutArchiveIn)(nil),          // 47: berth.plugin.v1.PutArchiveIn
-	(*GetArchiveRequest)(nil),     // 48: berth.plugin.v1.GetArchiveRequest
-	(*GetArchiveOut)(nil),         // 49: berth.plugin.v1.GetArchiveOut
-	(*ReadDirRequest)(nil),        // 50: berth.plugin.v1.ReadDirRequest
-	(*FileInfo)(nil),              // 51: berth.plugin.v1.FileInfo
-	(*ReadDirReply)(nil),          // 52: berth.plugin.v1.ReadDirReply
-	nil,                           // 53: berth.plugin.v1.StringMap.EntriesEntry
-	nil,                           // 54: berth.plugin.v1.SecretMap.EntriesEntry
-	nil,                           // 55: berth.plugin.v1.Config.FieldsEntry
-	nil,                           // 56: berth.plugin.v1.AcquireStart.LabelsEntry
-	nil,                           // 57: berth.plugin.v1.ExecRequest.EnvEntry
-	nil,                           // 58: berth.plugin.v1.ListRequest.LabelsEntry
-	nil,                           // 59: berth.plugin.v1.SandboxInfo.LabelsEntry
-	nil,                           // 60: berth.plugin.v1.StartCommand.EnvEntry
-	nil,                           // 61: berth.plugin.v1.CaptureRequest.LabelsEntry
-	nil,                           // 62: berth.plugin.v1.TerminalOpen.EnvEntry
+	(*Chunk)(nil),                 // 13: berth.plugin.v1.Chunk
+	(*HostRunnerRequest)(nil),     // 14: berth.plugin.v1.HostRunnerRequest
+	(*HostRunnerReply)(nil),       // 15: berth.plugin.v1.HostRunnerReply
+	(*RunnerIngressRequest)(nil),  // 16: berth.plugin.v1.RunnerIngressRequest
+	(*RunnerLaunchRequest)(nil),   // 17: berth.plugin.v1.RunnerLaunchRequest
+	(*RunnerLogTailRequest)(nil),  // 18: berth.plugin.v1.RunnerLogTailRequest
+	(*RunnerLogTailReply)(nil),    // 19: berth.plugin.v1.RunnerLogTailReply
+	(*Description)(nil),           // 20: berth.plugin.v1.Description
+	(*ErrorReply)(nil),            // 21: berth.plugin.v1.ErrorReply
+	(*TextReply)(nil),             // 22: berth.plugin.v1.TextReply
+	(*NarrowReply)(nil),           // 23: berth.plugin.v1.NarrowReply
+	(*IsolationReply)(nil),        // 24: berth.plugin.v1.IsolationReply
+	(*AcquireStart)(nil),          // 25: berth.plugin.v1.AcquireStart
+	(*RunnerSpec)(nil),            // 26: berth.plugin.v1.RunnerSpec
+	(*AllocatedAck)(nil),          // 27: berth.plugin.v1.AllocatedAck
+	(*AcquireIn)(nil),             // 28: berth.plugin.v1.AcquireIn
+	(*Allocated)(nil),             // 29: berth.plugin.v1.Allocated
+	(*Sandbox)(nil),               // 30: berth.plugin.v1.Sandbox
+	(*AcquireOut)(nil),            // 31: berth.plugin.v1.AcquireOut
+	(*SandboxReply)(nil),          // 32: berth.plugin.v1.SandboxReply
+	(*ResumeRequest)(nil),         // 33: berth.plugin.v1.ResumeRequest
+	(*ExecRequest)(nil),           // 34: berth.plugin.v1.ExecRequest
+	(*ExecReply)(nil),             // 35: berth.plugin.v1.ExecReply
+	(*ReleaseRequest)(nil),        // 36: berth.plugin.v1.ReleaseRequest
+	(*Receipt)(nil),               // 37: berth.plugin.v1.Receipt
+	(*ReceiptReply)(nil),          // 38: berth.plugin.v1.ReceiptReply
+	(*ListRequest)(nil),           // 39: berth.plugin.v1.ListRequest
+	(*SandboxInfo)(nil),           // 40: berth.plugin.v1.SandboxInfo
+	(*ListReply)(nil),             // 41: berth.plugin.v1.ListReply
+	(*DestroyRequest)(nil),        // 42: berth.plugin.v1.DestroyRequest
+	(*StartCommand)(nil),          // 43: berth.plugin.v1.StartCommand
+	(*StartIn)(nil),               // 44: berth.plugin.v1.StartIn
+	(*SignalAck)(nil),             // 45: berth.plugin.v1.SignalAck
+	(*StartOut)(nil),              // 46: berth.plugin.v1.StartOut
+	(*HandleRequest)(nil),         // 47: berth.plugin.v1.HandleRequest
+	(*CaptureRequest)(nil),        // 48: berth.plugin.v1.CaptureRequest
+	(*DeleteTemplateRequest)(nil), // 49: berth.plugin.v1.DeleteTemplateRequest
+	(*TerminalOpen)(nil),          // 50: berth.plugin.v1.TerminalOpen
+	(*WindowSize)(nil),            // 51: berth.plugin.v1.WindowSize
+	(*TerminalIn)(nil),            // 52: berth.plugin.v1.TerminalIn
+	(*TerminalOut)(nil),           // 53: berth.plugin.v1.TerminalOut
+	(*PutArchiveStart)(nil),       // 54: berth.plugin.v1.PutArchiveStart
+	(*PutArchiveIn)(nil),          // 55: berth.plugin.v1.PutArchiveIn
+	(*GetArchiveRequest)(nil),     // 56: berth.plugin.v1.GetArchiveRequest
+	(*GetArchiveOut)(nil),         // 57: berth.plugin.v1.GetArchiveOut
+	(*ReadDirRequest)(nil),        // 58: berth.plugin.v1.ReadDirRequest
+	(*FileInfo)(nil),              // 59: berth.plugin.v1.FileInfo
+	(*ReadDirReply)(nil),          // 60: berth.plugin.v1.ReadDirReply
+	nil,                           // 61: berth.plugin.v1.StringMap.EntriesEntry
+	nil,                           // 62: berth.plugin.v1.SecretMap.EntriesEntry
+	nil,                           // 63: berth.plugin.v1.Config.FieldsEntry
+	nil,                           // 64: berth.plugin.v1.RunnerLaunchRequest.EnvEntry
+	nil,                           // 65: berth.plugin.v1.AcquireStart.LabelsEntry
+	nil,                           // 66: berth.plugin.v1.ExecRequest.EnvEntry
+	nil,                           // 67: berth.plugin.v1.ListRequest.LabelsEntry
+	nil,                           // 68: berth.plugin.v1.SandboxInfo.LabelsEntry
+	nil,                           // 69: berth.plugin.v1.StartCommand.EnvEntry
+	nil,                           // 70: berth.plugin.v1.CaptureRequest.LabelsEntry
+	nil,                           // 71: berth.plugin.v1.TerminalOpen.EnvEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	1,  // 0: berth.plugin.v1.Error.config_problems:type_name -> berth.plugin.v1.ConfigProblem
@@ -4166,104 +4680,121 @@ var file_driver_proto_depIdxs = []int32{
 	4,  // 2: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
 	5,  // 3: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
 	6,  // 4: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
-	53, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
-	54, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
+	61, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
+	62, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
 	5,  // 7: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
-	55, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
+	63, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
 	8,  // 9: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
 	2,  // 10: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
 	10, // 11: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
-	11, // 12: berth.plugin.v1.Description.schema:type_name -> berth.plugin.v1.Schema
-	0,  // 13: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
-	0,  // 14: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
-	8,  // 15: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
-	56, // 16: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
-	0,  // 17: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
-	18, // 18: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
-	19, // 19: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
-	21, // 20: berth.plugin.v1.AcquireOut.allocated:type_name -> berth.plugin.v1.Allocated
-	22, // 21: berth.plugin.v1.AcquireOut.acquired:type_name -> berth.plugin.v1.Sandbox
-	0,  // 22: berth.plugin.v1.AcquireOut.error:type_name -> berth.plugin.v1.Error
-	22, // 23: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
-	0,  // 24: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
-	8,  // 25: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
-	57, // 26: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
-	0,  // 27: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
-	29, // 28: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
-	0,  // 29: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
-	8,  // 30: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
-	58, // 31: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
-	59, // 32: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
-	32, // 33: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
-	0,  // 34: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
-	8,  // 35: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
-	60, // 36: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
-	35, // 37: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
-	0,  // 38: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
-	37, // 39: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
-	27, // 40: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
-	0,  // 41: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
-	61, // 42: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
-	8,  // 43: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
-	62, // 44: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
-	42, // 45: berth.plugin.v1.TerminalIn.open:type_name -> berth.plugin.v1.TerminalOpen
-	43, // 46: berth.plugin.v1.TerminalIn.resize:type_name -> berth.plugin.v1.WindowSize
-	14, // 47: berth.plugin.v1.TerminalOut.resize_ack:type_name -> berth.plugin.v1.ErrorReply
-	27, // 48: berth.plugin.v1.TerminalOut.exit:type_name -> berth.plugin.v1.ExecReply
-	0,  // 49: berth.plugin.v1.TerminalOut.error:type_name -> berth.plugin.v1.Error
-	46, // 50: berth.plugin.v1.PutArchiveIn.start:type_name -> berth.plugin.v1.PutArchiveStart
-	0,  // 51: berth.plugin.v1.GetArchiveOut.error:type_name -> berth.plugin.v1.Error
-	51, // 52: berth.plugin.v1.ReadDirReply.entries:type_name -> berth.plugin.v1.FileInfo
-	0,  // 53: berth.plugin.v1.ReadDirReply.error:type_name -> berth.plugin.v1.Error
-	7,  // 54: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
-	2,  // 55: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
-	12, // 56: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
-	9,  // 57: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 58: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 59: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 60: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 61: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 62: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
-	20, // 63: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
-	25, // 64: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
-	26, // 65: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
-	36, // 66: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
-	28, // 67: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
-	31, // 68: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
-	34, // 69: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
-	44, // 70: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
-	47, // 71: berth.plugin.v1.Driver.PutArchive:input_type -> berth.plugin.v1.PutArchiveIn
-	48, // 72: berth.plugin.v1.Driver.GetArchive:input_type -> berth.plugin.v1.GetArchiveRequest
-	50, // 73: berth.plugin.v1.Driver.ReadDir:input_type -> berth.plugin.v1.ReadDirRequest
-	39, // 74: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
-	40, // 75: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
-	41, // 76: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
-	13, // 77: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
-	14, // 78: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
-	15, // 79: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
-	16, // 80: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
-	17, // 81: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
-	15, // 82: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
-	14, // 83: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
-	23, // 84: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
-	24, // 85: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
-	27, // 86: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
-	38, // 87: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
-	30, // 88: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
-	33, // 89: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
-	30, // 90: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
-	45, // 91: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
-	14, // 92: berth.plugin.v1.Driver.PutArchive:output_type -> berth.plugin.v1.ErrorReply
-	49, // 93: berth.plugin.v1.Driver.GetArchive:output_type -> berth.plugin.v1.GetArchiveOut
-	52, // 94: berth.plugin.v1.Driver.ReadDir:output_type -> berth.plugin.v1.ReadDirReply
-	15, // 95: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
-	15, // 96: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
-	30, // 97: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
-	77, // [77:98] is the sub-list for method output_type
-	56, // [56:77] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	26, // 12: berth.plugin.v1.HostRunnerRequest.spec:type_name -> berth.plugin.v1.RunnerSpec
+	0,  // 13: berth.plugin.v1.HostRunnerReply.error:type_name -> berth.plugin.v1.Error
+	64, // 14: berth.plugin.v1.RunnerLaunchRequest.env:type_name -> berth.plugin.v1.RunnerLaunchRequest.EnvEntry
+	0,  // 15: berth.plugin.v1.RunnerLogTailReply.error:type_name -> berth.plugin.v1.Error
+	11, // 16: berth.plugin.v1.Description.schema:type_name -> berth.plugin.v1.Schema
+	0,  // 17: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
+	0,  // 18: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 19: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
+	65, // 20: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
+	26, // 21: berth.plugin.v1.AcquireStart.runner:type_name -> berth.plugin.v1.RunnerSpec
+	0,  // 22: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
+	25, // 23: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
+	27, // 24: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
+	29, // 25: berth.plugin.v1.AcquireOut.allocated:type_name -> berth.plugin.v1.Allocated
+	30, // 26: berth.plugin.v1.AcquireOut.acquired:type_name -> berth.plugin.v1.Sandbox
+	0,  // 27: berth.plugin.v1.AcquireOut.error:type_name -> berth.plugin.v1.Error
+	30, // 28: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
+	0,  // 29: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 30: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
+	66, // 31: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
+	0,  // 32: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
+	37, // 33: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
+	0,  // 34: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 35: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
+	67, // 36: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
+	68, // 37: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
+	40, // 38: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
+	0,  // 39: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 40: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
+	69, // 41: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
+	43, // 42: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
+	0,  // 43: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
+	45, // 44: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
+	35, // 45: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
+	0,  // 46: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
+	70, // 47: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
+	8,  // 48: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
+	71, // 49: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
+	50, // 50: berth.plugin.v1.TerminalIn.open:type_name -> berth.plugin.v1.TerminalOpen
+	51, // 51: berth.plugin.v1.TerminalIn.resize:type_name -> berth.plugin.v1.WindowSize
+	21, // 52: berth.plugin.v1.TerminalOut.resize_ack:type_name -> berth.plugin.v1.ErrorReply
+	35, // 53: berth.plugin.v1.TerminalOut.exit:type_name -> berth.plugin.v1.ExecReply
+	0,  // 54: berth.plugin.v1.TerminalOut.error:type_name -> berth.plugin.v1.Error
+	54, // 55: berth.plugin.v1.PutArchiveIn.start:type_name -> berth.plugin.v1.PutArchiveStart
+	0,  // 56: berth.plugin.v1.GetArchiveOut.error:type_name -> berth.plugin.v1.Error
+	59, // 57: berth.plugin.v1.ReadDirReply.entries:type_name -> berth.plugin.v1.FileInfo
+	0,  // 58: berth.plugin.v1.ReadDirReply.error:type_name -> berth.plugin.v1.Error
+	7,  // 59: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
+	2,  // 60: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
+	12, // 61: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
+	9,  // 62: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 63: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 64: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 65: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 66: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 67: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
+	28, // 68: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
+	33, // 69: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
+	34, // 70: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
+	44, // 71: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
+	36, // 72: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
+	39, // 73: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
+	42, // 74: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
+	52, // 75: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
+	55, // 76: berth.plugin.v1.Driver.PutArchive:input_type -> berth.plugin.v1.PutArchiveIn
+	56, // 77: berth.plugin.v1.Driver.GetArchive:input_type -> berth.plugin.v1.GetArchiveRequest
+	58, // 78: berth.plugin.v1.Driver.ReadDir:input_type -> berth.plugin.v1.ReadDirRequest
+	47, // 79: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
+	48, // 80: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
+	49, // 81: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
+	9,  // 82: berth.plugin.v1.Driver.RunnerArch:input_type -> berth.plugin.v1.ConfigRequest
+	14, // 83: berth.plugin.v1.Driver.HostRunner:input_type -> berth.plugin.v1.HostRunnerRequest
+	17, // 84: berth.plugin.v1.Driver.RunnerLaunch:input_type -> berth.plugin.v1.RunnerLaunchRequest
+	18, // 85: berth.plugin.v1.Driver.RunnerLogTail:input_type -> berth.plugin.v1.RunnerLogTailRequest
+	16, // 86: berth.plugin.v1.Driver.RunnerClose:input_type -> berth.plugin.v1.RunnerIngressRequest
+	13, // 87: berth.plugin.v1.RunnerBridge.Connect:input_type -> berth.plugin.v1.Chunk
+	20, // 88: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
+	21, // 89: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
+	22, // 90: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
+	23, // 91: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
+	24, // 92: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
+	22, // 93: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
+	21, // 94: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
+	31, // 95: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
+	32, // 96: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
+	35, // 97: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
+	46, // 98: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
+	38, // 99: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
+	41, // 100: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
+	38, // 101: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
+	53, // 102: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
+	21, // 103: berth.plugin.v1.Driver.PutArchive:output_type -> berth.plugin.v1.ErrorReply
+	57, // 104: berth.plugin.v1.Driver.GetArchive:output_type -> berth.plugin.v1.GetArchiveOut
+	60, // 105: berth.plugin.v1.Driver.ReadDir:output_type -> berth.plugin.v1.ReadDirReply
+	22, // 106: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
+	22, // 107: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
+	38, // 108: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
+	22, // 109: berth.plugin.v1.Driver.RunnerArch:output_type -> berth.plugin.v1.TextReply
+	15, // 110: berth.plugin.v1.Driver.HostRunner:output_type -> berth.plugin.v1.HostRunnerReply
+	21, // 111: berth.plugin.v1.Driver.RunnerLaunch:output_type -> berth.plugin.v1.ErrorReply
+	19, // 112: berth.plugin.v1.Driver.RunnerLogTail:output_type -> berth.plugin.v1.RunnerLogTailReply
+	21, // 113: berth.plugin.v1.Driver.RunnerClose:output_type -> berth.plugin.v1.ErrorReply
+	13, // 114: berth.plugin.v1.RunnerBridge.Connect:output_type -> berth.plugin.v1.Chunk
+	88, // [88:115] is the sub-list for method output_type
+	61, // [61:88] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -4285,22 +4816,22 @@ func file_driver_proto_init() {
 		(*SecretValue_Text)(nil),
 		(*SecretValue_Ref)(nil),
 	}
-	file_driver_proto_msgTypes[20].OneofWrappers = []any{
+	file_driver_proto_msgTypes[28].OneofWrappers = []any{
 		(*AcquireIn_Start)(nil),
 		(*AcquireIn_AllocatedAck)(nil),
 	}
-	file_driver_proto_msgTypes[23].OneofWrappers = []any{
+	file_driver_proto_msgTypes[31].OneofWrappers = []any{
 		(*AcquireOut_Allocated)(nil),
 		(*AcquireOut_Acquired)(nil),
 		(*AcquireOut_Error)(nil),
 	}
-	file_driver_proto_msgTypes[36].OneofWrappers = []any{
+	file_driver_proto_msgTypes[44].OneofWrappers = []any{
 		(*StartIn_Start)(nil),
 		(*StartIn_Stdin)(nil),
 		(*StartIn_CloseStdin)(nil),
 		(*StartIn_Signal)(nil),
 	}
-	file_driver_proto_msgTypes[38].OneofWrappers = []any{
+	file_driver_proto_msgTypes[46].OneofWrappers = []any{
 		(*StartOut_Started)(nil),
 		(*StartOut_Stdout)(nil),
 		(*StartOut_Stderr)(nil),
@@ -4308,24 +4839,24 @@ func file_driver_proto_init() {
 		(*StartOut_Exit)(nil),
 		(*StartOut_Error)(nil),
 	}
-	file_driver_proto_msgTypes[44].OneofWrappers = []any{
+	file_driver_proto_msgTypes[52].OneofWrappers = []any{
 		(*TerminalIn_Open)(nil),
 		(*TerminalIn_Input)(nil),
 		(*TerminalIn_Resize)(nil),
 		(*TerminalIn_Close)(nil),
 	}
-	file_driver_proto_msgTypes[45].OneofWrappers = []any{
+	file_driver_proto_msgTypes[53].OneofWrappers = []any{
 		(*TerminalOut_Opened)(nil),
 		(*TerminalOut_Output)(nil),
 		(*TerminalOut_ResizeAck)(nil),
 		(*TerminalOut_Exit)(nil),
 		(*TerminalOut_Error)(nil),
 	}
-	file_driver_proto_msgTypes[47].OneofWrappers = []any{
+	file_driver_proto_msgTypes[55].OneofWrappers = []any{
 		(*PutArchiveIn_Start)(nil),
 		(*PutArchiveIn_Data)(nil),
 	}
-	file_driver_proto_msgTypes[49].OneofWrappers = []any{
+	file_driver_proto_msgTypes[57].OneofWrappers = []any{
 		(*GetArchiveOut_Data)(nil),
 		(*GetArchiveOut_Error)(nil),
 	}
@@ -4335,9 +4866,9 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   63,
+			NumMessages:   72,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_driver_proto_goTypes,
 		DependencyIndexes: file_driver_proto_depIdxs,

@@ -9,9 +9,11 @@
 // validation, image reference and narrowing, acquire (with its allocated
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
-// health, image identity, capture, template delete, the terminal and
-// files. A capability the protocol does not carry yet (runner ingress) is
-// never declared by a plugin: declared is implemented.
+// health, image identity, capture, template delete, the terminal, files,
+// the runner's architecture and the runner ingress (its connections
+// bridged through go-plugin's broker: service RunnerBridge). A plugin
+// declares what its driver implements and nothing else: declared is
+// implemented.
 //
 // A driver's error travels as an Error in the reply, never as a gRPC
 // status: a gRPC status means the plugin process or its transport failed.
@@ -58,6 +60,11 @@ const (
 	Driver_ImageIdentity_FullMethodName  = "/berth.plugin.v1.Driver/ImageIdentity"
 	Driver_Capture_FullMethodName        = "/berth.plugin.v1.Driver/Capture"
 	Driver_DeleteTemplate_FullMethodName = "/berth.plugin.v1.Driver/DeleteTemplate"
+	Driver_RunnerArch_FullMethodName     = "/berth.plugin.v1.Driver/RunnerArch"
+	Driver_HostRunner_FullMethodName     = "/berth.plugin.v1.Driver/HostRunner"
+	Driver_RunnerLaunch_FullMethodName   = "/berth.plugin.v1.Driver/RunnerLaunch"
+	Driver_RunnerLogTail_FullMethodName  = "/berth.plugin.v1.Driver/RunnerLogTail"
+	Driver_RunnerClose_FullMethodName    = "/berth.plugin.v1.Driver/RunnerClose"
 )
 
 // DriverClient is the client API for Driver service.
@@ -130,6 +137,19 @@ type DriverClient interface {
 	// DeleteTemplate removes a captured image by its identity (capability
 	// template_delete).
 	DeleteTemplate(ctx context.Context, in *DeleteTemplateRequest, opts ...grpc.CallOption) (*ReceiptReply, error)
+	// RunnerArch returns the GOARCH of the runners the driver would host
+	// for a config (a driver that reports it: Description.arch).
+	RunnerArch(ctx context.Context, in *ConfigRequest, opts ...grpc.CallOption) (*TextReply, error)
+	// HostRunner installs the runner in a sandbox and opens its ingress. The
+	// host serves RunnerBridge on go-plugin's broker at broker_id before the
+	// call; the plugin dials it and carries each connection its ingress
+	// accepts as one Connect stream. The reply's ingress names the ingress
+	// in the calls below until the sandbox's release.
+	HostRunner(ctx context.Context, in *HostRunnerRequest, opts ...grpc.CallOption) (*HostRunnerReply, error)
+	RunnerLaunch(ctx context.Context, in *RunnerLaunchRequest, opts ...grpc.CallOption) (*ErrorReply, error)
+	RunnerLogTail(ctx context.Context, in *RunnerLogTailRequest, opts ...grpc.CallOption) (*RunnerLogTailReply, error)
+	// RunnerClose closes the ingress (not its runner); LogTail still works.
+	RunnerClose(ctx context.Context, in *RunnerIngressRequest, opts ...grpc.CallOption) (*ErrorReply, error)
 }
 
 type driverClient struct {
@@ -371,6 +391,56 @@ func (c *driverClient) DeleteTemplate(ctx context.Context, in *DeleteTemplateReq
 	return out, nil
 }
 
+func (c *driverClient) RunnerArch(ctx context.Context, in *ConfigRequest, opts ...grpc.CallOption) (*TextReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TextReply)
+	err := c.cc.Invoke(ctx, Driver_RunnerArch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverClient) HostRunner(ctx context.Context, in *HostRunnerRequest, opts ...grpc.CallOption) (*HostRunnerReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HostRunnerReply)
+	err := c.cc.Invoke(ctx, Driver_HostRunner_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverClient) RunnerLaunch(ctx context.Context, in *RunnerLaunchRequest, opts ...grpc.CallOption) (*ErrorReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ErrorReply)
+	err := c.cc.Invoke(ctx, Driver_RunnerLaunch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverClient) RunnerLogTail(ctx context.Context, in *RunnerLogTailRequest, opts ...grpc.CallOption) (*RunnerLogTailReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunnerLogTailReply)
+	err := c.cc.Invoke(ctx, Driver_RunnerLogTail_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverClient) RunnerClose(ctx context.Context, in *RunnerIngressRequest, opts ...grpc.CallOption) (*ErrorReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ErrorReply)
+	err := c.cc.Invoke(ctx, Driver_RunnerClose_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DriverServer is the server API for Driver service.
 // All implementations must embed UnimplementedDriverServer
 // for forward compatibility.
@@ -441,6 +511,19 @@ type DriverServer interface {
 	// DeleteTemplate removes a captured image by its identity (capability
 	// template_delete).
 	DeleteTemplate(context.Context, *DeleteTemplateRequest) (*ReceiptReply, error)
+	// RunnerArch returns the GOARCH of the runners the driver would host
+	// for a config (a driver that reports it: Description.arch).
+	RunnerArch(context.Context, *ConfigRequest) (*TextReply, error)
+	// HostRunner installs the runner in a sandbox and opens its ingress. The
+	// host serves RunnerBridge on go-plugin's broker at broker_id before the
+	// call; the plugin dials it and carries each connection its ingress
+	// accepts as one Connect stream. The reply's ingress names the ingress
+	// in the calls below until the sandbox's release.
+	HostRunner(context.Context, *HostRunnerRequest) (*HostRunnerReply, error)
+	RunnerLaunch(context.Context, *RunnerLaunchRequest) (*ErrorReply, error)
+	RunnerLogTail(context.Context, *RunnerLogTailRequest) (*RunnerLogTailReply, error)
+	// RunnerClose closes the ingress (not its runner); LogTail still works.
+	RunnerClose(context.Context, *RunnerIngressRequest) (*ErrorReply, error)
 	mustEmbedUnimplementedDriverServer()
 }
 
@@ -513,6 +596,21 @@ func (UnimplementedDriverServer) Capture(context.Context, *CaptureRequest) (*Tex
 }
 func (UnimplementedDriverServer) DeleteTemplate(context.Context, *DeleteTemplateRequest) (*ReceiptReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTemplate not implemented")
+}
+func (UnimplementedDriverServer) RunnerArch(context.Context, *ConfigRequest) (*TextReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunnerArch not implemented")
+}
+func (UnimplementedDriverServer) HostRunner(context.Context, *HostRunnerRequest) (*HostRunnerReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method HostRunner not implemented")
+}
+func (UnimplementedDriverServer) RunnerLaunch(context.Context, *RunnerLaunchRequest) (*ErrorReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunnerLaunch not implemented")
+}
+func (UnimplementedDriverServer) RunnerLogTail(context.Context, *RunnerLogTailRequest) (*RunnerLogTailReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunnerLogTail not implemented")
+}
+func (UnimplementedDriverServer) RunnerClose(context.Context, *RunnerIngressRequest) (*ErrorReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunnerClose not implemented")
 }
 func (UnimplementedDriverServer) mustEmbedUnimplementedDriverServer() {}
 func (UnimplementedDriverServer) testEmbeddedByValue()                {}
@@ -862,6 +960,96 @@ func _Driver_DeleteTemplate_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_RunnerArch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).RunnerArch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_RunnerArch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).RunnerArch(ctx, req.(*ConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Driver_HostRunner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HostRunnerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).HostRunner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_HostRunner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).HostRunner(ctx, req.(*HostRunnerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Driver_RunnerLaunch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunnerLaunchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).RunnerLaunch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_RunnerLaunch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).RunnerLaunch(ctx, req.(*RunnerLaunchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Driver_RunnerLogTail_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunnerLogTailRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).RunnerLogTail(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_RunnerLogTail_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).RunnerLogTail(ctx, req.(*RunnerLogTailRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Driver_RunnerClose_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunnerIngressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).RunnerClose(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_RunnerClose_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).RunnerClose(ctx, req.(*RunnerIngressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Driver_ServiceDesc is the grpc.ServiceDesc for Driver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -933,6 +1121,26 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "DeleteTemplate",
 			Handler:    _Driver_DeleteTemplate_Handler,
 		},
+		{
+			MethodName: "RunnerArch",
+			Handler:    _Driver_RunnerArch_Handler,
+		},
+		{
+			MethodName: "HostRunner",
+			Handler:    _Driver_HostRunner_Handler,
+		},
+		{
+			MethodName: "RunnerLaunch",
+			Handler:    _Driver_RunnerLaunch_Handler,
+		},
+		{
+			MethodName: "RunnerLogTail",
+			Handler:    _Driver_RunnerLogTail_Handler,
+		},
+		{
+			MethodName: "RunnerClose",
+			Handler:    _Driver_RunnerClose_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -962,6 +1170,112 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "GetArchive",
 			Handler:       _Driver_GetArchive_Handler,
 			ServerStreams: true,
+		},
+	},
+	Metadata: "driver.proto",
+}
+
+const (
+	RunnerBridge_Connect_FullMethodName = "/berth.plugin.v1.RunnerBridge/Connect"
+)
+
+// RunnerBridgeClient is the client API for RunnerBridge service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// RunnerBridge is served by the host, on go-plugin's broker, for one
+// runner ingress: each connection a runner made to the ingress's endpoint
+// in the sandbox is one Connect stream, its bytes both ways; the end of
+// either side's stream (or a close) ends the connection.
+type RunnerBridgeClient interface {
+	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Chunk, Chunk], error)
+}
+
+type runnerBridgeClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewRunnerBridgeClient(cc grpc.ClientConnInterface) RunnerBridgeClient {
+	return &runnerBridgeClient{cc}
+}
+
+func (c *runnerBridgeClient) Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Chunk, Chunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RunnerBridge_ServiceDesc.Streams[0], RunnerBridge_Connect_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[Chunk, Chunk]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RunnerBridge_ConnectClient = grpc.BidiStreamingClient[Chunk, Chunk]
+
+// RunnerBridgeServer is the server API for RunnerBridge service.
+// All implementations must embed UnimplementedRunnerBridgeServer
+// for forward compatibility.
+//
+// RunnerBridge is served by the host, on go-plugin's broker, for one
+// runner ingress: each connection a runner made to the ingress's endpoint
+// in the sandbox is one Connect stream, its bytes both ways; the end of
+// either side's stream (or a close) ends the connection.
+type RunnerBridgeServer interface {
+	Connect(grpc.BidiStreamingServer[Chunk, Chunk]) error
+	mustEmbedUnimplementedRunnerBridgeServer()
+}
+
+// UnimplementedRunnerBridgeServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedRunnerBridgeServer struct{}
+
+func (UnimplementedRunnerBridgeServer) Connect(grpc.BidiStreamingServer[Chunk, Chunk]) error {
+	return status.Error(codes.Unimplemented, "method Connect not implemented")
+}
+func (UnimplementedRunnerBridgeServer) mustEmbedUnimplementedRunnerBridgeServer() {}
+func (UnimplementedRunnerBridgeServer) testEmbeddedByValue()                      {}
+
+// UnsafeRunnerBridgeServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to RunnerBridgeServer will
+// result in compilation errors.
+type UnsafeRunnerBridgeServer interface {
+	mustEmbedUnimplementedRunnerBridgeServer()
+}
+
+func RegisterRunnerBridgeServer(s grpc.ServiceRegistrar, srv RunnerBridgeServer) {
+	// If the following call panics, it indicates UnimplementedRunnerBridgeServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&RunnerBridge_ServiceDesc, srv)
+}
+
+func _RunnerBridge_Connect_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RunnerBridgeServer).Connect(&grpc.GenericServerStream[Chunk, Chunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RunnerBridge_ConnectServer = grpc.BidiStreamingServer[Chunk, Chunk]
+
+// RunnerBridge_ServiceDesc is the grpc.ServiceDesc for RunnerBridge service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var RunnerBridge_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "berth.plugin.v1.RunnerBridge",
+	HandlerType: (*RunnerBridgeServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Connect",
+			Handler:       _RunnerBridge_Connect_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "driver.proto",
