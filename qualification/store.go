@@ -61,7 +61,9 @@ type memKey struct{ company, environment string }
 
 // NewMemoryStore returns an empty in-memory Store, safe for concurrent use;
 // its records are lost when the process ends.
-func NewMemoryStore() Store { return &memoryStore{recs: map[memKey]Record{}, tests: map[memKey]LastTest{}} }
+func NewMemoryStore() Store {
+	return &memoryStore{recs: map[memKey]Record{}, tests: map[memKey]LastTest{}}
+}
 
 // PutQualification implements Store.
 func (m *memoryStore) PutQualification(ctx context.Context, rec Record) error {
