@@ -15,14 +15,15 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/probe"
 )
 
 const envUsage = `usage: envctl env COMMAND [FLAGS]
 
   create --name N --driver D [--config FILE|-] [--description S] [--env K=V]... [--meta K=V]...
   create --json-body FILE|-
-  list [--driver D] [--status active|archived]
-  show ID|NAME
+  list [--driver D] [--status active|archived] [--company C]
+  show ID|NAME [--company C]
   update ID|NAME --revision N [--name N] [--description S] [--config FILE|-] [--env K=V]... [--meta K=V]...
   update ID|NAME --json-body FILE|-
   archive ID|NAME
@@ -43,6 +44,10 @@ A warm pool set by create or update (--json-body's "pool") is not filled by
 envctl, which exits after the command: a long-running host fills it when it
 saves an environment, else the next sweep of a running host (the server's)
 or pool maintenance does.
+With --company, list adds the company's last Test of each environment (a
+column LAST TEST: "passed", or "failing since TIME (code)") and show prints
+it with its time and sentence (text output only; --json prints the
+environment as without it).
 `
 
 func runEnv(ctx context.Context, g *globals, args []string) error {
@@ -100,6 +105,7 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 	case "list":
 		driver := fs.String("driver", "", "only this driver")
 		status := fs.String("status", "", "only this status")
+		company := fs.String("company", "", "add the company's last Test of each environment")
 		if _, err := parseInterleaved(fs, args); err != nil {
 			return errUsage
 		}
@@ -111,13 +117,21 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 			return writeJSON(g.stdout, vs)
 		}
 		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tDRIVER\tISOLATION\tSTATUS\tREV\tPROVIDER\tNOTE")
+		head := "ID\tNAME\tDRIVER\tISOLATION\tSTATUS\tREV\tPROVIDER"
+		if *company != "" {
+			head += "\tLAST TEST"
+		}
+		fmt.Fprintln(tw, head+"\tNOTE")
 		for _, v := range vs {
 			iso := v.Isolation.String()
 			if v.RequireIsolation != drivers.IsolationNone {
 				iso += " (requires " + v.RequireIsolation.String() + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Name, v.Driver, iso, v.Status, v.Revision, healthCell(v.Health), v.Unavailable)
+			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s", v.ID, v.Name, v.Driver, iso, v.Status, v.Revision, healthCell(v.Health))
+			if *company != "" {
+				row += "\t" + lastTestCell(ctx, g, sys.Prober(), v.ID, *company)
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", row, v.Unavailable)
 		}
 		return tw.Flush()
 	case "health":
@@ -139,6 +153,7 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 	desc := fs.String("description", "", "new description")
 	cfgPath := fs.String("config", "", "new driver config JSON file, - for stdin")
 	yes := fs.Bool("yes", false, "delete without asking")
+	company := fs.String("company", "", "show: the company whose last Test to print")
 	body := fs.String("json-body", "", "the whole update request as JSON, FILE or - for stdin")
 	var env, meta kvList
 	fs.Var(&env, "env", "environment variable K=V (repeatable; replaces all)")
@@ -161,7 +176,10 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return err
 		}
-		return printView(g, v)
+		if err := printView(g, v); err != nil || g.json || *company == "" {
+			return err
+		}
+		return printLastTest(ctx, g, sys.Prober(), id, *company)
 	case "archive":
 		cur, err := cat.Get(ctx, g.as, id)
 		if err != nil {
@@ -419,6 +437,47 @@ func envHealth(ctx context.Context, g *globals, cat *environment.Catalog, pos []
 			continue
 		}
 		fmt.Fprintf(g.stdout, "%s: provider %s %s\n", r.Environment, r.Health.Endpoint, r.Health)
+	}
+	return nil
+}
+
+// lastTestCell is the company's last Test of environment id in a few
+// words: "passed 10:42 UTC", "failing since 10:40 UTC (unreachable)",
+// "never", or why it could not be read.
+func lastTestCell(ctx context.Context, g *globals, pr *probe.Prober, id, company string) string {
+	v, err := pr.Qualification(ctx, g.as, id, company)
+	if err != nil {
+		return "unknown (" + errcode.MessageOf(err) + ")"
+	}
+	lt := v.LastTest
+	switch {
+	case lt == nil:
+		return "never"
+	case lt.OK:
+		return "passed " + lt.At.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	since := lt.FailingSince
+	if since.IsZero() {
+		since = lt.At
+	}
+	return "failing since " + since.UTC().Format("2006-01-02 15:04 UTC") + " (" + lt.Code + ")"
+}
+
+// printLastTest prints the company's last Test of environment id: when,
+// the outcome and its sentence.
+func printLastTest(ctx context.Context, g *globals, pr *probe.Prober, id, company string) error {
+	v, err := pr.Qualification(ctx, g.as, id, company)
+	if err != nil {
+		return err
+	}
+	lt := v.LastTest
+	if lt == nil {
+		fmt.Fprintf(g.stdout, "  last test for company %q: never (envctl probe %s --company %s tests it)\n", company, id, company)
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "  last test for company %q: %s\n", company, lastTestCell(ctx, g, pr, id, company))
+	if !lt.OK || lt.Message != "" {
+		fmt.Fprintf(g.stdout, "    at %s: %s\n", lt.At.UTC().Format(time.RFC3339), lt.Message)
 	}
 	return nil
 }

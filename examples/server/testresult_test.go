@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,7 +90,10 @@ func TestTestResultInABrowser(t *testing.T) {
 		if s.Open || !strings.Contains(s.Details, "stage") && !strings.Contains(s.Details, ": ok") && !strings.Contains(s.Details, ": failed") {
 			t.Errorf("the Details of %s (open %v): %q", id, s.Open, s.Details)
 		}
-		if s.RowHeight > 260 {
+		// The issue's wall of text made a row 1,870 px high; a sentence,
+		// the qualification and the state (now "failing since …") stay
+		// under 300.
+		if s.RowHeight > 300 {
 			t.Errorf("the row of %s is %.0f px high after its Test", id, s.RowHeight)
 		}
 		return s
@@ -137,4 +141,67 @@ func TestTestResultInABrowser(t *testing.T) {
 		t.Errorf("with Details open the page is %d px wide at %d px", w[0], w[1])
 	}
 	screenshot(t, admin.ctx, "t05-details-open-400")
+
+	// Results that stay (issue 53 item 2): the Test updated each row's
+	// state, and a reload shows the same, with the last Test and its time
+	// in the Result column: the library stored it.
+	type rowState struct{ Badge, Tone, Last, Message, Time string }
+	states := func() map[string]rowState {
+		t.Helper()
+		m, err := chromedp.Run(admin.ctx, chromedp.Evaluate[map[string]rowState](`(function () {
+			const m = {};
+			document.querySelectorAll("#envs tr[data-env]").forEach(function (tr) {
+				const b = tr.querySelector("td.state .badge"), l = tr.querySelector("td.result .last-test");
+				const msg = tr.querySelector("td.result .last-message"), tm = l && l.querySelector("time");
+				m[tr.dataset.env] = {Badge: b.textContent, Tone: b.className, Last: l ? l.textContent : "",
+					Message: msg ? msg.textContent : "", Time: tm ? tm.getAttribute("title") : ""};
+			});
+			return m;
+		})()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	failing := regexp.MustCompile(`^failing since \d\d:\d\d UTC$`)
+	check := func(when string, m map[string]rowState, reloaded bool) {
+		t.Helper()
+		// Availability comes first: the wrong key's Test measured the
+		// fake provider (one endpoint for both) and found it refusing,
+		// so after a reload both fake rows say unavailable.
+		want := map[string]string{okID: "ready — not qualified", authID: "failing"}
+		if reloaded {
+			want = map[string]string{okID: "unavailable", authID: "unavailable"}
+		}
+		if got := m[okID]; got.Badge != want[okID] {
+			t.Errorf("%s: the passing Test of a tag image: state %q (%s), want %q", when, got.Badge, got.Tone, want[okID])
+		}
+		if got := m[authID]; reloaded && got.Badge != "unavailable" {
+			t.Errorf("%s: the row of the refused key: state %q, want unavailable", when, got.Badge)
+		}
+		for _, id := range []string{authID, goneID} {
+			if id == authID && reloaded {
+				continue
+			}
+			if got := m[id]; !failing.MatchString(got.Badge) || !strings.Contains(got.Tone, "status-bad") {
+				t.Errorf("%s: the failed Test of %s: state %q (%s), want \"failing since HH:MM UTC\"", when, id, got.Badge, got.Tone)
+			}
+		}
+		if !reloaded {
+			return
+		}
+		for id, want := range map[string]string{okID: "passed", authID: "failed (auth_failed)", goneID: "failed (unreachable)"} {
+			got := m[id]
+			if !strings.HasPrefix(got.Last, "Last Test ") || !strings.Contains(got.Last, want) || got.Time == "" || got.Message == "" {
+				t.Errorf("%s: the last Test of %s reads %q %q (at %q), want it %s with its time and sentence", when, id, got.Last, got.Message, got.Time, want)
+			}
+		}
+		if got := m[goneID].Message; !strings.Contains(got, "127.0.0.1:"+strconv.Itoa(port)) {
+			t.Errorf("%s: the stored sentence of the unreachable target does not name it: %q", when, got)
+		}
+	}
+	check("after the Tests", states(), false)
+	admin.do("reload", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(page+"?company=acme"), chromedp.WaitVisible(chromedp.ID("envs")))
+	check("after a reload", states(), true)
+	screenshot(t, admin.ctx, "t06-results-stay")
 }

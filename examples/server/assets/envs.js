@@ -409,8 +409,41 @@
       parts.push(details(lines.join("\n")));
       out.className = r.ok ? "result ok" : "result failed";
       out.replaceChildren.apply(out, parts);
+      refreshState(id);
     });
   });
+
+  // refreshState re-reads the row's state after a Test: the library
+  // stored it as the company's last Test, so the badge says what a
+  // reload would ("failing since 10:42 UTC", "ready — not qualified").
+  async function refreshState(id) {
+    const row = document.querySelector('tr[data-env="' + id + '"]');
+    const badge = row && row.querySelector("td.state .badge");
+    if (!badge || badge.classList.contains("status-muted") || row.querySelector("td.state .reason")) return;
+    const res = await api("GET", companyPath("/environments/" + encodeURIComponent(id) + "/qualification"));
+    if (res.status !== 200) return;
+    const lt = res.body.lastTest;
+    let words = "ready", tone = "ok";
+    if (lt && !lt.ok) {
+      words = "failing since " + clockOf(new Date(lt.failingSince || lt.at));
+      tone = "bad";
+    } else if (!row.dataset.host && !res.body.qualified) {
+      words = "ready — not qualified";
+      tone = "warn";
+    }
+    if (words === "ready" && badge.textContent.startsWith("ready")) return;
+    badge.textContent = words;
+    badge.className = "badge status-" + tone;
+  }
+
+  // clockOf is a time of day in UTC, as the server writes it.
+  function clockOf(d) {
+    const p = function (n) { return String(n).padStart(2, "0"); };
+    const now = new Date();
+    const day = d.getUTCFullYear() === now.getUTCFullYear() && d.getUTCMonth() === now.getUTCMonth() && d.getUTCDate() === now.getUTCDate();
+    const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    return (day ? "" : months[d.getUTCMonth()] + " " + d.getUTCDate() + " ") + p(d.getUTCHours()) + ":" + p(d.getUTCMinutes()) + " UTC";
+  }
 
   document.querySelectorAll("button.health").forEach(function (b) {
     b.addEventListener("click", async function () {
