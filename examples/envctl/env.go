@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -15,6 +16,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/examples/internal/hostkey"
 	"github.com/berthdev/berth/probe"
 )
 
@@ -29,6 +31,9 @@ const envUsage = `usage: envctl env COMMAND [FLAGS]
   archive ID|NAME
   delete ID|NAME [--yes]
   health [ID|NAME]   measure provider health now (all environments when none is named)
+  trust-host-key ID|NAME [--fingerprint SHA256:...] [--yes]
+                     scan the host key an SSH environment's server offers, print its
+                     fingerprint, and save it in known_hosts once confirmed
 
 --config reads the driver config as a JSON object from FILE (or - for stdin).
 --json-body reads the whole request as one JSON object (the library's
@@ -44,6 +49,11 @@ A warm pool set by create or update (--json-body's "pool") is not filled by
 envctl, which exits after the command: a long-running host fills it when it
 saves an environment, else the next sweep of a running host (the server's)
 or pool maintenance does.
+trust-host-key asks before it saves: compare the fingerprint with the
+server's (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on it) and type
+yes, or pass the fingerprint you checked with --fingerprint (--yes trusts
+what the scan found). It scans again before saving and refuses a key that
+changed meanwhile.
 With --company, list adds the company's last Test of each environment (a
 column LAST TEST: "passed", or "failing since TIME (code)") and show prints
 it with its time and sentence (text output only; --json prints the
@@ -141,7 +151,7 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 			return errUsage
 		}
 		return envHealth(ctx, g, cat, pos)
-	case "show", "archive", "delete", "update":
+	case "show", "archive", "delete", "update", "trust-host-key":
 	default:
 		fmt.Fprint(g.stderr, envUsage)
 		return errUsage
@@ -152,7 +162,8 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 	name := fs.String("name", "", "new name")
 	desc := fs.String("description", "", "new description")
 	cfgPath := fs.String("config", "", "new driver config JSON file, - for stdin")
-	yes := fs.Bool("yes", false, "delete without asking")
+	yes := fs.Bool("yes", false, "delete (or trust a host key) without asking")
+	fingerprint := fs.String("fingerprint", "", "trust-host-key: the SHA256 fingerprint you checked")
 	company := fs.String("company", "", "show: the company whose last Test to print")
 	body := fs.String("json-body", "", "the whole update request as JSON, FILE or - for stdin")
 	var env, meta kvList
@@ -180,6 +191,8 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 			return err
 		}
 		return printLastTest(ctx, g, sys.Prober(), id, *company)
+	case "trust-host-key":
+		return trustHostKey(ctx, g, cat, id, *fingerprint, *yes)
 	case "archive":
 		cur, err := cat.Get(ctx, g.as, id)
 		if err != nil {
@@ -479,5 +492,42 @@ func printLastTest(ctx context.Context, g *globals, pr *probe.Prober, id, compan
 	if !lt.OK || lt.Message != "" {
 		fmt.Fprintf(g.stdout, "    at %s: %s\n", lt.At.UTC().Format(time.RFC3339), lt.Message)
 	}
+	return nil
+}
+
+// trustHostKey scans the host key of SSH environment id, prints its
+// fingerprint and, once confirmed (typed yes, --fingerprint or --yes),
+// saves it in the environment's known_hosts.
+func trustHostKey(ctx context.Context, g *globals, cat *environment.Catalog, id, fingerprint string, yes bool) error {
+	v, err := cat.Get(ctx, g.as, id)
+	if err != nil {
+		return err
+	}
+	sc, err := hostkey.Scan(ctx, v)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "host %s:%d offers the key %s\n  %s\n", sc.Host, sc.Port, sc.Fingerprint, sc.KnownHostsLine)
+	if sc.Trusted {
+		fmt.Fprintf(g.stdout, "environment %s already trusts this key; nothing changed\n", v.Name)
+		return nil
+	}
+	switch {
+	case fingerprint != "":
+	case yes:
+		fingerprint = sc.Fingerprint
+	default:
+		fmt.Fprintf(g.stderr, "Compare it with the server's fingerprint. Trust this key for %s? Type yes: ", v.Name)
+		answer, _ := bufio.NewReader(g.stdin).ReadString('\n')
+		if strings.TrimSpace(answer) != "yes" {
+			return fmt.Errorf("trust-host-key %s: not confirmed; nothing was saved", v.Name)
+		}
+		fingerprint = sc.Fingerprint
+	}
+	nv, _, err := hostkey.Trust(ctx, cat, g.as, v, fingerprint)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "environment %s trusts %s now (revision %d); Test it: envctl probe %s --company C\n", nv.Name, sc.Fingerprint, nv.Revision, nv.Name)
 	return nil
 }
