@@ -409,8 +409,72 @@
       parts.push(details(lines.join("\n")));
       out.className = r.ok ? "result ok" : "result failed";
       out.replaceChildren.apply(out, parts);
+      if (!r.ok && r.code === "host_key_unknown") offerTrust(out, id);
       refreshState(id);
     });
+  });
+
+  // offerTrust adds the fix for an unknown host key to a row's result:
+  // "Trust host key…" scans the key the server offers and shows its
+  // fingerprint; only "Trust this key" saves it (the server scans again
+  // and refuses a key that changed meanwhile), at the row's revision.
+  function offerTrust(out, id) {
+    if (!document.querySelector("button.test")) return;
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "trust-key";
+    b.textContent = "Trust host key…";
+    const panel = document.createElement("div");
+    panel.className = "trust-panel";
+    panel.setAttribute("role", "status");
+    panel.setAttribute("aria-live", "polite");
+    b.addEventListener("click", async function () {
+      b.disabled = true;
+      setText(panel, "Reading the host key…");
+      const res = await api("POST", "/api/v1/environments/" + encodeURIComponent(id) + "/host-key/scan");
+      b.disabled = false;
+      if (res.status !== 200) {
+        showFailure(panel, "Could not read the host key: ", errOf(res));
+        return;
+      }
+      const sc = res.body;
+      const fp = document.createElement("code");
+      fp.className = "fingerprint";
+      fp.textContent = sc.fingerprint;
+      const said = sentence("sentence", "");
+      said.append("The host " + sc.host + ":" + sc.port + " offers the key ", fp,
+        sc.trusted ? ". This environment trusts it already: Test again." : ". Compare it with the server's own fingerprint before you trust it.");
+      if (sc.trusted) { panel.replaceChildren(said); return; }
+      const yes = document.createElement("button");
+      yes.type = "button";
+      yes.className = "trust-confirm";
+      yes.textContent = "Trust this key";
+      const no = document.createElement("button");
+      no.type = "button";
+      no.className = "trust-cancel";
+      no.textContent = "Cancel";
+      no.addEventListener("click", function () { panel.replaceChildren(sentence("sentence", "Not trusted; nothing was saved.")); b.focus(); });
+      yes.addEventListener("click", async function () {
+        yes.disabled = true;
+        const row = document.querySelector('tr[data-env="' + id + '"]');
+        const r = await api("POST", "/api/v1/environments/" + encodeURIComponent(id) + "/host-key/trust",
+          { fingerprint: sc.fingerprint }, { "If-Match": '"' + row.dataset.revision + '"' });
+        if (r.status !== 200) {
+          yes.disabled = false;
+          showFailure(panel, "The key was not saved: ", errOf(r));
+          return;
+        }
+        row.dataset.revision = r.body.revision;
+        panel.replaceChildren(sentence("sentence", "Saved — revision " + r.body.revision + ": the key " + sc.fingerprint + " is trusted. Test again."));
+        b.remove();
+      });
+      panel.replaceChildren(said, yes, " ", no);
+      yes.focus();
+    });
+    out.append(b, panel);
+  }
+  document.querySelectorAll('td.result[data-code="host_key_unknown"]').forEach(function (td) {
+    offerTrust(td, td.closest("tr").dataset.env);
   });
 
   // refreshState re-reads the row's state after a Test: the library
