@@ -256,6 +256,38 @@ func TestTestResultInABrowser(t *testing.T) {
 	if r.status != http.StatusConflict || !strings.Contains(string(r.body), "now offers the key "+strangerFP) {
 		t.Errorf("trust with a wrong fingerprint: %d %s", r.status, r.body)
 	}
+
+	// Test before saving (issue 53 item 3): the create form's settings
+	// as a draft probe, with the wrong key then the right one; the result
+	// in the form, nothing saved.
+	count := func() int {
+		var pg struct{ Items []environment.View }
+		e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments", token: tokAdmin}).decode(t, &pg)
+		return len(pg.Items)
+	}
+	n := count()
+	draft := func(key, want string) string {
+		t.Helper()
+		admin.do("draft test", chromedp.SetValue(chromedp.ID("cfg-api_key"), key),
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("draft-result").replaceChildren()`),
+			chromedp.Click(chromedp.ID("draft-test")))
+		admin.waitJS(`document.querySelector("#draft-result details.more") !== null || document.querySelector("#draft-result .sentence") !== null`)
+		got, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[string](`document.getElementById("draft-result").textContent`))
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("Test before saving with key %.8s…: %q, want it to start %q", key, got, want)
+		}
+		return got
+	}
+	admin.do("open the fake form", chromedp.Navigate(page+"?company=acme&new=fake"), chromedp.WaitVisible(chromedp.ID("draft-test")),
+		chromedp.SendKeys(chromedp.ID("f-name"), "drafted"))
+	draft("k-wrong-0123456789", "Failed (auth_failed): ")
+	if got := draft(key, "Reached "); !strings.Contains(got, "(not_saved)") {
+		t.Errorf("the draft's qualification line does not say nothing was saved: %q", got)
+	}
+	screenshot(t, admin.ctx, "t09-test-before-saving")
+	if got := count(); got != n {
+		t.Errorf("Test before saving saved something: %d environments, had %d", got, n)
+	}
 }
 
 // handshakeServer serves the SSH handshake with a fresh ed25519 host key

@@ -332,11 +332,11 @@
   // probeWithProgress posts a probe asking for server-sent events: each
   // stage goes to onStage while it runs (the pending state), and it
   // resolves as api does, with the result or the error shape.
-  async function probeWithProgress(path, onStage) {
+  async function probeWithProgress(path, onStage, body) {
     let r;
     try {
       r = await fetch(path, {
-        method: "POST", credentials: "same-origin", body: "{}",
+        method: "POST", credentials: "same-origin", body: JSON.stringify(body || {}),
         headers: { Accept: "text/event-stream", "Content-Type": "application/json", "X-CSRF-Token": await token() },
       });
     } catch (e) {
@@ -373,6 +373,50 @@
     return { status: 0, body: { error: { code: "unreachable", message: "the probe's stream ended without a result" } } };
   }
 
+  // showResult writes a probe result apart: the connection in one
+  // sentence, the qualification on its own line, what the probe did not
+  // validate, and the summary and each stage behind "Details".
+  function showResult(out, r) {
+    const q = r.qualificationDiagnostic;
+    const qual = r.platformQualificationRecorded ? "qualification recorded"
+      : "no qualification recorded" + (q ? ": " + q.message + " (" + q.code + ")" : "");
+    const conn = r.ok
+      ? sentence("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
+      : sentence("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
+    const parts = [conn, " ", sentence("probe-qualification", qual + ".")];
+    if (r.notValidated) parts.push(" ", sentence("probe-not-validated", r.notValidated));
+    const lines = [r.summary || ""];
+    (r.stages || []).forEach(function (st) {
+      lines.push(st.name + ": " + (st.skipped ? "skipped" : st.ok ? "ok" : "failed") + (st.error ? ": " + st.error : ""));
+    });
+    if (q && q.detail) lines.push("qualification: " + q.detail);
+    parts.push(details(lines.join("\n")));
+    out.className = "result " + (r.ok ? "ok" : "failed");
+    out.replaceChildren.apply(out, parts);
+  }
+
+  // Test before saving: the create form's config as a draft probe,
+  // nothing saved (a secret must be pasted: a draft holds no reference).
+  const draftButton = document.getElementById("draft-test");
+  if (draftButton) {
+    draftButton.addEventListener("click", async function () {
+      const out = document.getElementById("draft-result");
+      draftButton.disabled = true;
+      out.className = "result pending";
+      setText(out, "Testing the unsaved settings…");
+      const res = await probeWithProgress(companyPath("/probes"), function (st) {
+        setText(out, "Testing the unsaved settings… " + st.name + (st.running ? " running" : st.ok ? " ok" : st.skipped ? " skipped" : " failed"));
+      }, { driver: form.dataset.driver, config: configOf() });
+      draftButton.disabled = false;
+      if (res.status !== 200) {
+        out.className = "result failed";
+        showFailure(out, "Test failed: ", errOf(res));
+        return;
+      }
+      showResult(out, res.body);
+    });
+  }
+
   document.querySelectorAll("button.test").forEach(function (b) {
     b.addEventListener("click", async function () {
       const id = b.dataset.env;
@@ -390,25 +434,7 @@
         return;
       }
       const r = res.body;
-      const q = r.qualificationDiagnostic;
-      const qual = r.platformQualificationRecorded ? "qualification recorded"
-        : "no qualification recorded" + (q ? ": " + q.message + " (" + q.code + ")" : "");
-      // Apart: the connection in one sentence, the qualification on its
-      // own line, what the probe did not validate, and the summary and
-      // each stage behind "Details".
-      const conn = r.ok
-        ? sentence("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
-        : sentence("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
-      const parts = [conn, " ", sentence("probe-qualification", qual + ".")];
-      if (r.notValidated) parts.push(" ", sentence("probe-not-validated", r.notValidated));
-      const lines = [r.summary || ""];
-      (r.stages || []).forEach(function (st) {
-        lines.push(st.name + ": " + (st.skipped ? "skipped" : st.ok ? "ok" : "failed") + (st.error ? ": " + st.error : ""));
-      });
-      if (q && q.detail) lines.push("qualification: " + q.detail);
-      parts.push(details(lines.join("\n")));
-      out.className = r.ok ? "result ok" : "result failed";
-      out.replaceChildren.apply(out, parts);
+      showResult(out, r);
       if (!r.ok && r.code === "host_key_unknown") offerTrust(out, id);
       refreshState(id);
     });
