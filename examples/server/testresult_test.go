@@ -23,7 +23,8 @@ import (
 )
 
 // The Test result where Test was pressed (issue 53 item 1), for the
-// Storybook states Test success, auth failure and reachability failure:
+// Storybook states Test pending, Test success, qualification absent, auth
+// failure, reachability failure and unknown host key (with trust):
 // one sentence that names the cause and the target, the qualification
 // on its own line, and the probe's summary and stages behind a closed
 // "Details" disclosure that Tab reaches, Enter opens and Copy copies;
@@ -62,6 +63,24 @@ func TestTestResultInABrowser(t *testing.T) {
 	strangerPort, strangerFP := handshakeServer(t)
 	strangerID := create("stranger", "ssh", map[string]any{"host": "127.0.0.1", "port": strangerPort, "user": "nobody",
 		"private_key": string(pem.EncodeToMemory(block))})
+	// An SSH port that accepts and never answers: its Test stays pending
+	// until the connect timeout.
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mute.Close() })
+	go func() {
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	slowID := create("slow", "ssh", map[string]any{"host": "127.0.0.1", "port": mute.Addr().(*net.TCPAddr).Port, "user": "nobody",
+		"private_key": string(pem.EncodeToMemory(block)), "connect_timeout": "3s"})
 	admin, page, _ := imagesPage(t, e)
 	admin.do("open the page", chromedp.Navigate(page+"?company=acme"), chromedp.WaitVisible(chromedp.ID("envs")))
 
@@ -108,6 +127,15 @@ func TestTestResultInABrowser(t *testing.T) {
 		return s
 	}
 
+	// Test pending: what the operator reads while the probe runs.
+	admin.do("test slow", chromedp.Click(chromedp.CSS(`tr[data-env="`+slowID+`"] button.test`)))
+	admin.waitJS(`document.getElementById("result-` + slowID + `").textContent.startsWith("Testing…")`)
+	storyState(t, admin.ctx, "Test pending", "#result-"+slowID, "Testing…")
+	if d, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[bool](`document.querySelector('tr[data-env="`+slowID+`"] button.test').disabled`)); !d {
+		t.Errorf("the Test button of a pending Test is not disabled")
+	}
+	admin.waitJS(`document.querySelector("#result-` + slowID + ` details.more") !== null`)
+
 	// Test success: reached, the qualification apart ("not recorded":
 	// the image is a tag).
 	s := test(okID, "Reached ")
@@ -115,12 +143,16 @@ func TestTestResultInABrowser(t *testing.T) {
 		t.Errorf("the qualification line of the success: %q", s.Qualification)
 	}
 	screenshot(t, admin.ctx, "t01-test-success")
+	storyState(t, admin.ctx, "Test success", "#result-"+okID+" .probe-connection", "Reached provider fake")
+	storyState(t, admin.ctx, "qualification absent", "#result-"+okID+" .probe-qualification",
+		`no qualification recorded: image "registry.fake.test/team/app:v1" is a mutable tag: pin it by digest`)
 	// Auth failure: the key is refused, said as such, naming the target.
 	s = test(authID, "Failed (auth_failed): ")
 	if !strings.Contains(strings.ToLower(s.Sentence), "rejected") && !strings.Contains(strings.ToLower(s.Sentence), "auth") {
 		t.Errorf("the auth failure does not say the key was refused: %q", s.Sentence)
 	}
 	screenshot(t, admin.ctx, "t02-auth-failure")
+	storyState(t, admin.ctx, "auth failure", "#result-"+authID+" .probe-connection", "Failed (auth_failed): Fake at fake refused the credentials")
 	// Reachability failure: the closed port, named.
 	s = test(goneID, "Failed (unreachable): ")
 	if !strings.Contains(s.Sentence, "127.0.0.1:"+strconv.Itoa(port)) {
@@ -130,6 +162,7 @@ func TestTestResultInABrowser(t *testing.T) {
 		t.Errorf("the Details of the unreachable target do not hold the cause: %q", s.Details)
 	}
 	screenshot(t, admin.ctx, "t03-unreachable")
+	storyState(t, admin.ctx, "reachability failure", "#result-"+goneID+" .probe-connection", "Failed (unreachable): Could not connect to 127.0.0.1:"+strconv.Itoa(port))
 	// Unknown host key: said as such, with the fix offered in place.
 	s = test(strangerID, "Failed (host_key_unknown): ")
 	if has, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[bool](`document.querySelector("#result-`+strangerID+` button.trust-key") !== null`)); !has {
@@ -233,6 +266,8 @@ func TestTestResultInABrowser(t *testing.T) {
 		t.Errorf("the focus is on %q after the scan, want the confirmation", focus)
 	}
 	screenshot(t, admin.ctx, "t07-host-key-scanned")
+	storyState(t, admin.ctx, "unknown host key (with trust)", sel+" .last-test", "failed (host_key_unknown)",
+		sel+" .trust-panel", "offers the key "+strangerFP+". Compare it with the server's own fingerprint", sel+" .trust-confirm", "Trust this key")
 	var before environment.View
 	e.must(t, http.StatusOK, call{method: "GET", path: "/api/v1/environments/" + strangerID, token: tokAdmin}).decode(t, &before)
 	if _, ok := before.Config["known_hosts"]; ok || before.Revision != 1 {
