@@ -187,7 +187,11 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	admin.waitText("#term-status", "connect failed")
 	admin.waitText("#session-state", "cancelled")
 	screenshot(t, admin.ctx, "img-07-terminal-failed")
-	storyState(t, admin.ctx, "terminal failure (with its reason)", "#term-status", "connect failed", "#session-state", "cancelled")
+	storyState(t, admin.ctx, "terminal failure (with its reason)", "#term-status", "connect failed: Cannot open a terminal in setup session",
+		"#term-status", "its sandbox is cancelled", "#session-state", "cancelled")
+	if v, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[bool](`document.getElementById("term-status").checkVisibility()`)); !v {
+		t.Error("the terminal's failure is not in view")
+	}
 
 	// A board member reads the panel and gets no control.
 	board := newTab(t, admin.ctx, chromedp.WithNewBrowserContext())

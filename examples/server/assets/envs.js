@@ -995,6 +995,7 @@
     const act = imgPanel.dataset.act === "true";
     const envPath = "/api/v1/environments/" + encodeURIComponent(envID);
     let ses = null;      // the session shown
+    let termFailed = false; // the terminal's last connect failed (its reason stays in view)
     let cursor = 0;      // its events cursor
     let poll = null;
 
@@ -1119,7 +1120,8 @@
       const cap = document.getElementById("session-capture");
       if (cap) cap.disabled = s.state !== "waiting_for_user";
       const tp = document.getElementById("terminal-panel");
-      if (tp) tp.hidden = !(s.interactive && s.state === "waiting_for_user");
+      // A terminal that failed to connect stays in view with its reason.
+      if (tp) tp.hidden = !(s.interactive && (s.state === "waiting_for_user" || termFailed));
       if (activeStates.indexOf(s.state) < 0) {
         termDisconnect("the session ended: " + (words[s.state] || s.state));
       }
@@ -1220,7 +1222,12 @@
     let sock = null, proc = "", offset = 0, xterm = null, decoder = null;
     const useX = imgPanel.dataset.xterm === "true" && typeof window.Terminal === "function";
     const outPre = document.getElementById("term-out");
-    function termStatus(t) { setText(document.getElementById("term-status"), t); }
+    function termStatus(t) {
+      termFailed = t.startsWith("connect failed");
+      setText(document.getElementById("term-status"), t);
+      const tp = document.getElementById("terminal-panel");
+      if (termFailed && tp) tp.hidden = false;
+    }
     // The transcript is what the terminal shows since its last reset, as
     // received (for reading the page; xterm draws on a canvas).
     imgPanel.berthTranscript = "";
