@@ -77,7 +77,8 @@ func subjectOf(d drivers.Driver, env *environment.Environment, company string) (
 // Qualification returns the public view of environment envID's
 // qualification for company (QUAL-7): qualified or not, why, and the
 // platform and time while qualified. A stale record (QUAL-3) or another
-// company's (QUAL-4) shows as not qualified. It reads the catalog, the
+// company's (QUAL-4) shows as not qualified. View.LastTest is the
+// company's last Probe of the environment, nil when there was none. It reads the catalog, the
 // secret store and the qualification store only: no driver or provider is
 // called and nothing is allocated (CAP-1). It needs ActionRead on the
 // environment; errors are authorization, not-found and store errors.
@@ -96,7 +97,13 @@ func (p *Prober) Qualification(ctx context.Context, pr authz.Principal, envID, c
 	if err != nil {
 		return qualification.View{}, fmt.Errorf("probe: qualification of environment %s: %w", envID, err)
 	}
-	return qualify.NewView(rec, subj), nil
+	v := qualify.NewView(rec, subj)
+	if t, err := p.quals.GetLastTest(ctx, company, envID); err == nil {
+		v.LastTest = &t
+	} else if !errors.Is(err, errcode.ErrNotFound) {
+		return qualification.View{}, fmt.Errorf("probe: last test of environment %s: %w", envID, err)
+	}
+	return v, nil
 }
 
 // currentSubject returns the subject of the saved environment envID as it

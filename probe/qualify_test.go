@@ -11,6 +11,7 @@ import (
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/reason"
+	"github.com/berthdev/berth/qualification"
 )
 
 // The image field of each driver's config reads as the reference the
@@ -73,5 +74,58 @@ func TestArchivedEnvironmentNotProbed(t *testing.T) {
 	res := w.probe(t, env.ID, "acme")
 	if res.OK || res.Code != reason.Archived || fakectl.Of(w.fake).TotalCalls() != 0 {
 		t.Errorf("ok=%v code=%s calls=%d: %s", res.OK, res.Code, fakectl.Of(w.fake).TotalCalls(), res.Summary)
+	}
+}
+
+// Every probe of a saved environment is stored as the company's last test,
+// read back in the qualification view: the failure with its code and
+// sentence, the start of a run of failures kept across failures and
+// cleared by a success, another company's never shown (issue 53).
+func TestLastTestIsStored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t, worldOpts{})
+	env := w.create(t, "kept", "")
+	view := func() *qualification.LastTest {
+		t.Helper()
+		v, err := w.prober.Qualification(ctx, admin, env.ID, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.LastTest
+	}
+	if lt := view(); lt != nil {
+		t.Fatalf("before any probe: last test %+v, want none", lt)
+	}
+	ok := w.probe(t, env.ID, "acme")
+	lt := view()
+	if !ok.OK || lt == nil || !lt.OK || lt.Message != ok.Message || !lt.At.Equal(ok.StartedAt) || !lt.FailingSince.IsZero() {
+		t.Fatalf("after a passing probe (%v, %q): last test %+v", ok.OK, ok.Message, lt)
+	}
+	if lt.Code != ok.QualificationDiagnostic.Code {
+		t.Errorf("passing test's code %q, want the qualification's %q", lt.Code, ok.QualificationDiagnostic.Code)
+	}
+	a, err := w.cat.Archive(ctx, admin, env.ID, env.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := w.probe(t, env.ID, "acme")
+	second := w.probe(t, env.ID, "acme")
+	lt = view()
+	if first.OK || lt == nil || lt.OK || lt.Code != reason.Archived || lt.Message != second.Message || lt.Message == "" {
+		t.Fatalf("after two failed probes: last test %+v", lt)
+	}
+	if !lt.At.Equal(second.StartedAt) || !lt.FailingSince.Equal(first.StartedAt) {
+		t.Errorf("at %v failing since %v; want at %v (the second) failing since %v (the first)", lt.At, lt.FailingSince, second.StartedAt, first.StartedAt)
+	}
+	if v, err := w.prober.Qualification(ctx, admin, env.ID, "globex"); err != nil || v.LastTest != nil {
+		t.Errorf("another company's view: last test %+v, %v; want none", v.LastTest, err)
+	}
+	if _, err := w.cat.Restore(ctx, admin, env.ID, a.Revision); err != nil {
+		t.Fatal(err)
+	}
+	w.probe(t, env.ID, "acme")
+	if lt := view(); lt == nil || !lt.OK || !lt.FailingSince.IsZero() {
+		t.Errorf("after a passing probe again: last test %+v", lt)
 	}
 }

@@ -33,7 +33,9 @@ import (
 // session: the result reports the host name and the verified working
 // directory (PRB-1, PRB-2). For sandbox drivers it then evaluates the
 // qualification (QUAL-1) and stores the record only when Evaluate says so;
-// the result carries the diagnostic either way.
+// the result carries the diagnostic either way. Every Result, OK or not,
+// is stored as the company's last test of the environment
+// (qualification.LastTest, read back in Qualification's View).
 //
 // It returns an error only when the principal is denied (wrapping
 // errcode.ErrDenied), the environment does not exist
@@ -126,7 +128,39 @@ func (p *Prober) Probe(ctx context.Context, pr authz.Principal, envID string, op
 		r.res.Target = "host " + r.res.Hostname
 	}
 	r.res.Summary = summarize(r, drv)
-	return r.finish(ctx), nil
+	res := r.finish(ctx)
+	p.recordLastTest(ctx, res, opts.Company)
+	return res, nil
+}
+
+// recordLastTest stores res as the company's last test of its environment
+// (qualification.LastTest), carrying the start of a run of failures over
+// from the test before. A failed write is logged, and the result stands.
+func (p *Prober) recordLastTest(ctx context.Context, res *Result, company string) {
+	if res == nil || res.Environment == "" {
+		return
+	}
+	t := qualification.LastTest{Company: company, Environment: res.Environment, At: res.StartedAt.UTC(),
+		OK: res.OK, Code: res.Code, Message: res.Message}
+	if res.OK {
+		t.Code = ""
+		if d := res.QualificationDiagnostic; d != nil {
+			t.Code = d.Code
+		}
+	} else {
+		t.FailingSince = t.At
+		if prev, err := p.quals.GetLastTest(ctx, company, res.Environment); err == nil && !prev.OK && !prev.FailingSince.IsZero() {
+			t.FailingSince = prev.FailingSince
+		}
+	}
+	// The result is already scrubbed and bounded; the write outlives a
+	// caller that went away meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := p.quals.PutLastTest(ctx, t); err != nil {
+		p.o.logger.LogAttrs(ctx, slog.LevelError, "recording the last test failed",
+			slog.String("environment", res.Environment), slog.String("company", company), slog.String("error", err.Error()))
+	}
 }
 
 // probeSaved runs the acquire, detect, image and release stages on a fresh

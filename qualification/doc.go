@@ -22,8 +22,10 @@
 //     artifact supports (each a Platform, its LibcVersion the minimum) and
 //     why not, as a Verdict (QUAL-8).
 //   - Record, what a probe stores (only the library writes one, CFG-5),
-//     and the Store interface with NewMemoryStore; store implementations
-//     prove themselves with qualificationtest.RunStoreTests.
+//     LastTest, the outcome of the company's last probe of an environment
+//     (kept beside the record, read in View.LastTest), and the Store
+//     interface with NewMemoryStore; store implementations prove
+//     themselves with qualificationtest.RunStoreTests.
 //
 // The package imports no driver, lease, probe or environment code and does
 // no I/O; a dependency test fails if that changes. Its only berth

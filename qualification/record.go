@@ -49,3 +49,26 @@ type Record struct {
 	// stands. It names the identity, never a secret.
 	InvalidReason string `json:"invalidReason,omitempty"`
 }
+
+// LastTest is the outcome of the last probe ("Test") of a saved
+// environment for one company, as a Store keeps it beside the company's
+// qualification record, so that it outlives the probe's caller: a page
+// shows it after a reload, a CLI in another process reads it. Only the
+// prober writes one (a draft probe never does). It holds no secret: the
+// message is the probe result's one sentence, already scrubbed.
+type LastTest struct {
+	Company     string `json:"company"`
+	Environment string `json:"environment"`
+	// At is when the probe started.
+	At time.Time `json:"at"`
+	OK bool      `json:"ok"`
+	// Code is the stable code of the failure (a reason of docs/errors.md),
+	// or, when OK, the qualification diagnostic's code ("" for none).
+	Code string `json:"code,omitempty"`
+	// Message is one sentence for a person: the failure naming its
+	// target, or, when OK, what was checked.
+	Message string `json:"message"`
+	// FailingSince is when the current run of failed tests began (At of the
+	// first failure after the last success); zero when OK.
+	FailingSince time.Time `json:"failingSince,omitzero"`
+}

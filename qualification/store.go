@@ -26,9 +26,19 @@ type Store interface {
 	// ListQualifications returns every company's record for environment,
 	// sorted by company; an empty list (no error) when there is none.
 	ListQualifications(ctx context.Context, environment string) ([]Record, error)
-	// DeleteQualifications removes every company's record for environment
-	// (when the environment is deleted). Deleting none is not an error.
+	// DeleteQualifications removes every company's record and last test
+	// for environment (when the environment is deleted). Deleting none is
+	// not an error.
 	DeleteQualifications(ctx context.Context, environment string) error
+	// PutLastTest stores t, replacing the last test of the same company
+	// and environment; the qualification record is untouched. A test
+	// without company or environment is refused with an error wrapping
+	// errcode.ErrInvalid, and nothing changes.
+	PutLastTest(ctx context.Context, t LastTest) error
+	// GetLastTest returns the last test of company for environment, or an
+	// error wrapping errcode.ErrNotFound. Another company's is never
+	// returned.
+	GetLastTest(ctx context.Context, company, environment string) (LastTest, error)
 }
 
 // checkRecord returns an error wrapping errcode.ErrInvalid when rec cannot be
@@ -42,15 +52,18 @@ func checkRecord(rec Record) error {
 
 // memoryStore is NewMemoryStore's Store.
 type memoryStore struct {
-	mu   sync.Mutex
-	recs map[memKey]Record
+	mu    sync.Mutex
+	recs  map[memKey]Record
+	tests map[memKey]LastTest
 }
 
 type memKey struct{ company, environment string }
 
 // NewMemoryStore returns an empty in-memory Store, safe for concurrent use;
 // its records are lost when the process ends.
-func NewMemoryStore() Store { return &memoryStore{recs: map[memKey]Record{}} }
+func NewMemoryStore() Store {
+	return &memoryStore{recs: map[memKey]Record{}, tests: map[memKey]LastTest{}}
+}
 
 // PutQualification implements Store.
 func (m *memoryStore) PutQualification(ctx context.Context, rec Record) error {
@@ -109,5 +122,38 @@ func (m *memoryStore) DeleteQualifications(ctx context.Context, environment stri
 			delete(m.recs, k)
 		}
 	}
+	for k := range m.tests {
+		if k.environment == environment {
+			delete(m.tests, k)
+		}
+	}
 	return nil
+}
+
+// PutLastTest implements Store.
+func (m *memoryStore) PutLastTest(ctx context.Context, t LastTest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if t.Company == "" || t.Environment == "" {
+		return fmt.Errorf("%w: last test of company %q, environment %q: both are required", errcode.ErrInvalid, t.Company, t.Environment)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tests[memKey{t.Company, t.Environment}] = t
+	return nil
+}
+
+// GetLastTest implements Store.
+func (m *memoryStore) GetLastTest(ctx context.Context, company, environment string) (LastTest, error) {
+	if err := ctx.Err(); err != nil {
+		return LastTest{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tests[memKey{company, environment}]
+	if !ok {
+		return LastTest{}, fmt.Errorf("%w: last test of company %q, environment %q", errcode.ErrNotFound, company, environment)
+	}
+	return t, nil
 }

@@ -20,4 +20,8 @@ type View struct {
 	// InvalidatedAt is set only when the record applies to the current
 	// subject but a later probe found its identity gone ("invalidated").
 	InvalidatedAt *time.Time `json:"invalidatedAt,omitempty"`
+	// LastTest is the company's last probe of the environment, whatever it
+	// found (nil when none was stored): a reader combines it with
+	// Qualified to say whether the target works now.
+	LastTest *LastTest `json:"lastTest,omitempty"`
 }

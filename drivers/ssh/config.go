@@ -44,7 +44,7 @@ func newSchema() *config.Schema {
 			{Name: fieldPrivateKey, Kind: config.KindSecret, Type: config.TypeString, Required: true,
 				Doc: "unencrypted private key in PEM form (OpenSSH, PKCS#1, PKCS#8 or SEC1)", Check: checkPrivateKey},
 			{Name: fieldKnownHosts, Kind: config.KindIdentity, Type: config.TypeStringList,
-				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (ssh-keyscan -p PORT HOST prints them; compare the fingerprint with the server's before you trust it)",
+				Doc:   "trusted host keys as known_hosts lines; without a line for the host every connection is refused (a failed Test offers Trust host key, and envctl env trust-host-key ENV, which scan the key and show its fingerprint to compare with the server's before it is saved; ssh-keyscan -p PORT HOST prints them too)",
 				Check: checkKnownHosts},
 			{Name: fieldWorkdir, Kind: config.KindIdentity, Type: config.TypeString, Default: "~",
 				Doc:   `remote workspace directory, created if missing: "~" is the login user's home, "~/x" and relative paths are under it, absolute paths are used as given`,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -15,19 +16,24 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/examples/internal/hostkey"
+	"github.com/berthdev/berth/probe"
 )
 
 const envUsage = `usage: envctl env COMMAND [FLAGS]
 
   create --name N --driver D [--config FILE|-] [--description S] [--env K=V]... [--meta K=V]...
   create --json-body FILE|-
-  list [--driver D] [--status active|archived]
-  show ID|NAME
+  list [--driver D] [--status active|archived] [--company C]
+  show ID|NAME [--company C]
   update ID|NAME --revision N [--name N] [--description S] [--config FILE|-] [--env K=V]... [--meta K=V]...
   update ID|NAME --json-body FILE|-
   archive ID|NAME
   delete ID|NAME [--yes]
   health [ID|NAME]   measure provider health now (all environments when none is named)
+  trust-host-key ID|NAME [--fingerprint SHA256:...] [--yes]
+                     scan the host key an SSH environment's server offers, print its
+                     fingerprint, and save it in known_hosts once confirmed
 
 --config reads the driver config as a JSON object from FILE (or - for stdin).
 --json-body reads the whole request as one JSON object (the library's
@@ -43,6 +49,15 @@ A warm pool set by create or update (--json-body's "pool") is not filled by
 envctl, which exits after the command: a long-running host fills it when it
 saves an environment, else the next sweep of a running host (the server's)
 or pool maintenance does.
+trust-host-key asks before it saves: compare the fingerprint with the
+server's (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on it) and type
+yes, or pass the fingerprint you checked with --fingerprint (--yes trusts
+what the scan found). It scans again before saving and refuses a key that
+changed meanwhile.
+With --company, list adds the company's last Test of each environment (a
+column LAST TEST: "passed", or "failing since TIME (code)") and show prints
+it with its time and sentence (text output only; --json prints the
+environment as without it).
 `
 
 func runEnv(ctx context.Context, g *globals, args []string) error {
@@ -100,6 +115,7 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 	case "list":
 		driver := fs.String("driver", "", "only this driver")
 		status := fs.String("status", "", "only this status")
+		company := fs.String("company", "", "add the company's last Test of each environment")
 		if _, err := parseInterleaved(fs, args); err != nil {
 			return errUsage
 		}
@@ -111,13 +127,21 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 			return writeJSON(g.stdout, vs)
 		}
 		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tDRIVER\tISOLATION\tSTATUS\tREV\tPROVIDER\tNOTE")
+		head := "ID\tNAME\tDRIVER\tISOLATION\tSTATUS\tREV\tPROVIDER"
+		if *company != "" {
+			head += "\tLAST TEST"
+		}
+		fmt.Fprintln(tw, head+"\tNOTE")
 		for _, v := range vs {
 			iso := v.Isolation.String()
 			if v.RequireIsolation != drivers.IsolationNone {
 				iso += " (requires " + v.RequireIsolation.String() + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Name, v.Driver, iso, v.Status, v.Revision, healthCell(v.Health), v.Unavailable)
+			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s", v.ID, v.Name, v.Driver, iso, v.Status, v.Revision, healthCell(v.Health))
+			if *company != "" {
+				row += "\t" + lastTestCell(ctx, g, sys.Prober(), v.ID, *company)
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", row, v.Unavailable)
 		}
 		return tw.Flush()
 	case "health":
@@ -127,7 +151,7 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 			return errUsage
 		}
 		return envHealth(ctx, g, cat, pos)
-	case "show", "archive", "delete", "update":
+	case "show", "archive", "delete", "update", "trust-host-key":
 	default:
 		fmt.Fprint(g.stderr, envUsage)
 		return errUsage
@@ -138,7 +162,9 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 	name := fs.String("name", "", "new name")
 	desc := fs.String("description", "", "new description")
 	cfgPath := fs.String("config", "", "new driver config JSON file, - for stdin")
-	yes := fs.Bool("yes", false, "delete without asking")
+	yes := fs.Bool("yes", false, "delete (or trust a host key) without asking")
+	fingerprint := fs.String("fingerprint", "", "trust-host-key: the SHA256 fingerprint you checked")
+	company := fs.String("company", "", "show: the company whose last Test to print")
 	body := fs.String("json-body", "", "the whole update request as JSON, FILE or - for stdin")
 	var env, meta kvList
 	fs.Var(&env, "env", "environment variable K=V (repeatable; replaces all)")
@@ -161,7 +187,12 @@ func runEnv(ctx context.Context, g *globals, args []string) error {
 		if err != nil {
 			return err
 		}
-		return printView(g, v)
+		if err := printView(g, v); err != nil || g.json || *company == "" {
+			return err
+		}
+		return printLastTest(ctx, g, sys.Prober(), id, *company)
+	case "trust-host-key":
+		return trustHostKey(ctx, g, cat, id, *fingerprint, *yes)
 	case "archive":
 		cur, err := cat.Get(ctx, g.as, id)
 		if err != nil {
@@ -420,5 +451,83 @@ func envHealth(ctx context.Context, g *globals, cat *environment.Catalog, pos []
 		}
 		fmt.Fprintf(g.stdout, "%s: provider %s %s\n", r.Environment, r.Health.Endpoint, r.Health)
 	}
+	return nil
+}
+
+// lastTestCell is the company's last Test of environment id in a few
+// words: "passed 10:42 UTC", "failing since 10:40 UTC (unreachable)",
+// "never", or why it could not be read.
+func lastTestCell(ctx context.Context, g *globals, pr *probe.Prober, id, company string) string {
+	v, err := pr.Qualification(ctx, g.as, id, company)
+	if err != nil {
+		return "unknown (" + errcode.MessageOf(err) + ")"
+	}
+	lt := v.LastTest
+	switch {
+	case lt == nil:
+		return "never"
+	case lt.OK:
+		return "passed " + lt.At.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	since := lt.FailingSince
+	if since.IsZero() {
+		since = lt.At
+	}
+	return "failing since " + since.UTC().Format("2006-01-02 15:04 UTC") + " (" + lt.Code + ")"
+}
+
+// printLastTest prints the company's last Test of environment id: when,
+// the outcome and its sentence.
+func printLastTest(ctx context.Context, g *globals, pr *probe.Prober, id, company string) error {
+	v, err := pr.Qualification(ctx, g.as, id, company)
+	if err != nil {
+		return err
+	}
+	lt := v.LastTest
+	if lt == nil {
+		fmt.Fprintf(g.stdout, "  last test for company %q: never (envctl probe %s --company %s tests it)\n", company, id, company)
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "  last test for company %q: %s\n", company, lastTestCell(ctx, g, pr, id, company))
+	if !lt.OK || lt.Message != "" {
+		fmt.Fprintf(g.stdout, "    at %s: %s\n", lt.At.UTC().Format(time.RFC3339), lt.Message)
+	}
+	return nil
+}
+
+// trustHostKey scans the host key of SSH environment id, prints its
+// fingerprint and, once confirmed (typed yes, --fingerprint or --yes),
+// saves it in the environment's known_hosts.
+func trustHostKey(ctx context.Context, g *globals, cat *environment.Catalog, id, fingerprint string, yes bool) error {
+	v, err := cat.Get(ctx, g.as, id)
+	if err != nil {
+		return err
+	}
+	sc, err := hostkey.Scan(ctx, v)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "host %s:%d offers the key %s\n  %s\n", sc.Host, sc.Port, sc.Fingerprint, sc.KnownHostsLine)
+	if sc.Trusted {
+		fmt.Fprintf(g.stdout, "environment %s already trusts this key; nothing changed\n", v.Name)
+		return nil
+	}
+	switch {
+	case fingerprint != "":
+	case yes:
+		fingerprint = sc.Fingerprint
+	default:
+		fmt.Fprintf(g.stderr, "Compare it with the server's fingerprint. Trust this key for %s? Type yes: ", v.Name)
+		answer, _ := bufio.NewReader(g.stdin).ReadString('\n')
+		if strings.TrimSpace(answer) != "yes" {
+			return fmt.Errorf("trust-host-key %s: not confirmed; nothing was saved", v.Name)
+		}
+		fingerprint = sc.Fingerprint
+	}
+	nv, _, err := hostkey.Trust(ctx, cat, g.as, v, fingerprint)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "environment %s trusts %s now (revision %d); Test it: envctl probe %s --company C\n", nv.Name, sc.Fingerprint, nv.Revision, nv.Name)
 	return nil
 }

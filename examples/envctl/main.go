@@ -11,8 +11,9 @@
 //	demo                                  run the main job on a temporary store
 //	drivers                               list drivers and their capabilities
 //	env create --name N --driver D [--config FILE|-] [--description S] [--env K=V]... [--meta K=V]...
-//	env list [--driver D] [--status S]
-//	env show ID|NAME
+//	env list [--driver D] [--status S] [--company C]
+//	env show ID|NAME [--company C]
+//	env trust-host-key ID|NAME [--fingerprint SHA256:...] [--yes]
 //	env update ID|NAME --revision N [--name N] [--description S] [--config FILE|-] [--env K=V]... [--meta K=V]...
 //	env archive ID|NAME
 //	env delete ID|NAME [--yes]

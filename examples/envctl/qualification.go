@@ -14,7 +14,8 @@ const qualificationUsage = `usage: envctl qualification show ENV --company C
 show prints whether the saved environment ENV (id or name) is qualified for
 the company as it is configured now, and why (a record of another company,
 or one made for another image, target, account or template, shows as not
-qualified). Reading it calls no driver and allocates nothing.
+qualified), then the company's last Test of it (envctl probe), with its
+time. Reading it calls no driver and allocates nothing.
 `
 
 // qualificationOut is the printed form of a qualification view.
@@ -60,8 +61,8 @@ func runQualification(ctx context.Context, g *globals, args []string) error {
 	if v.Qualified {
 		fmt.Fprintf(g.stdout, "environment %s is qualified for company %q: platform %s, recorded %s\n",
 			pos[0], *company, v.Platform, v.RecordedAt.Format(time.RFC3339))
-		return nil
+	} else {
+		fmt.Fprintf(g.stdout, "environment %s is not qualified for company %q (%s): %s\n", pos[0], *company, v.Code, v.Reason)
 	}
-	fmt.Fprintf(g.stdout, "environment %s is not qualified for company %q (%s): %s\n", pos[0], *company, v.Code, v.Reason)
-	return nil
+	return printLastTest(ctx, g, sys.Prober(), id, *company)
 }

@@ -322,6 +322,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 		t.Errorf("the save states: %q", seen)
 	}
 	screenshot(t, root, "02-missing-credentials")
+	storyState(t, root, "missing credentials", `[data-error-for="config.private_key"]`, "missing credentials")
 	admin.do("paste the key and save", chromedp.SetValue(chromedp.ID("cfg-private_key"), key), chromedp.Click(chromedp.ID("save")),
 		chromedp.WaitVisible(chromedp.ID("state-private_key")))
 	if s := admin.text("#state-private_key"); s != "set (version 1)" {
@@ -383,6 +384,8 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 		t.Errorf("the docker driver's health: %q", s)
 	}
 	screenshot(t, root, "06-docker-unavailable")
+	storyState(t, root, "unavailable provider (engine down)", `tr[data-env="`+dead.ID+`"] .state`, "unavailable",
+		`#drivers-table tr[data-driver="docker"] .health`, "no-docker.sock: unavailable")
 
 	// Two tabs edit the local environment: the second save is the
 	// conflict, and says to reload.
@@ -403,6 +406,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	other.do("save in the second tab", chromedp.Focus(chromedp.ID("f-description")), chromedp.KeyEvent(kb.End), chromedp.KeyEvent(" (second tab)"), chromedp.Click(chromedp.ID("save")))
 	other.waitText("#form-error", "changed by someone else: reload")
 	screenshot(t, other.ctx, "07-conflict")
+	storyState(t, other.ctx, "save error (stale revision)", "#form-error", "changed by someone else: reload")
 	other.do("reload as told", chromedp.Click(chromedp.ID("reload")), chromedp.WaitVisible(chromedp.ID("editor")))
 	// The reloaded editor is filled by the page's script: wait for the
 	// stored description, then check that the lost edit is not in it.
@@ -551,7 +555,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	for range 3 * len(want) {
 		id, _ := chromedp.Run(root, chromedp.Evaluate[string](`document.activeElement.id`))
 		label, _ := chromedp.Run(root, chromedp.Evaluate[string](`(function(e){ if (e.getAttribute("aria-label")) return e.getAttribute("aria-label"); if (e.tagName === "BUTTON") return e.textContent.trim(); return e.labels && e.labels.length ? e.labels[0].textContent.trim() : ""; })(document.activeElement)`))
-		if id == "save" {
+		if id == want[len(want)-1] { // the last control (Test before saving)
 			reached[id] = true
 			break
 		}
@@ -664,6 +668,7 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 		t.Error("the agent sees the environments table")
 	}
 	screenshot(t, agent.ctx, "16-agent")
+	storyState(t, agent.ctx, "agent", "#no-page", "This page is for operators; agents use the API.")
 
 	// The pasted key is in no response, log line or database file.
 	if strings.Contains(tee.String(), canary) {

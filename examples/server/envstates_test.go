@@ -92,6 +92,8 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 		t.Errorf("the invalidation's exact time on hover: %q", title)
 	}
 	screenshot(t, admin.ctx, "s01-qualification-invalidated")
+	storyState(t, admin.ctx, "qualification invalidated (what and when)", "#qualification", "invalidated ",
+		"#qualification", snap+" gone: the provider reported it not found")
 
 	// Env vars and metadata: a credential-looking name is refused on its
 	// field and nothing is saved; then both are saved; then a line goes.
@@ -207,6 +209,8 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 		t.Errorf("the unavailable driver reads %q", s)
 	}
 	screenshot(t, other.ctx, "s08-disabled-short-reason")
+	storyState(t, other.ctx, "unavailable provider (settings-driven)", row+" .reason", "Environments are disabled on this instance.",
+		`#unavailable-drivers li[data-driver="fake"]`, "fake: Environments are disabled on this instance.")
 }
 
 // waitJS2 is waitJS that reports instead of failing (for an assertion).

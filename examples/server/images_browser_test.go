@@ -64,6 +64,7 @@ func reconnectKeepsBytes(t *testing.T, b tab, typeLine func(string), mark string
 	b.do("disconnect", chromedp.Click(chromedp.ID("term-disconnect")))
 	b.waitText("#term-status", "disconnected")
 	screenshot(t, b.ctx, "term-disconnected")
+	storyState(t, b.ctx, "terminal disconnect and reconnect", "#term-status", "disconnected")
 	b.do("reconnect", chromedp.Click(chromedp.ID("term-connect")))
 	b.waitText("#term-status", "connected to")
 	if s := b.text("#term-status"); strings.Contains(s, "reset") {
@@ -99,6 +100,7 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 		t.Errorf("the narrow driver's images panel: %q, %d buttons", s, admin.count("#images button"))
 	}
 	screenshot(t, admin.ctx, "img-01-no-capture")
+	storyState(t, admin.ctx, "interactive-setup and template-capture limits", "#no-capture", "no template capture")
 
 	admin.do("open the environment", chromedp.Navigate(page+"?edit="+env.ID+"#images"), chromedp.WaitVisible(chromedp.ID("setup-form")))
 	admin.waitText("#templates", "No templates yet.")
@@ -124,6 +126,7 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	typeLine("echo plain-hello")
 	admin.waitText("#term-out", "plain-hello\n")
 	screenshot(t, admin.ctx, "img-02-plain-terminal")
+	storyState(t, admin.ctx, "terminal connect", "#term-status", "connected to", "#term-out", "plain-hello")
 	reconnectKeepsBytes(t, admin, typeLine, "plain")
 	admin.do("resize", chromedp.Clear(chromedp.ID("term-rows")), chromedp.SendKeys(chromedp.ID("term-rows"), "30"), chromedp.Click(chromedp.ID("term-resize")))
 
@@ -137,6 +140,7 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	}
 	admin.waitJS(`!document.getElementById("drift-note-relinked").hidden && document.getElementById("drift-note-detached").hidden`)
 	screenshot(t, admin.ctx, "img-03-promoted")
+	storyState(t, admin.ctx, "capture and promote", "#session-state", "captured and promoted", "#templates .tpl-state", "active")
 	first := admin.text("#active-id")
 
 	// A scripted setup pasted as JSON, promoted when captured: it
@@ -156,6 +160,8 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	// The lists settle (the pointer's history is written last).
 	admin.waitJS(`document.querySelectorAll("#template-history li").length === 2`)
 	screenshot(t, admin.ctx, "img-05-scripted")
+	storyState(t, admin.ctx, "scripted setup", "#session-state", "captured and promoted")
+	storyState(t, admin.ctx, "setup progress", "#session-events", "step 1/1")
 	admin.do("roll back", chromedp.Click(chromedp.CSS(`#templates tr[data-template="`+first+`"] button.rollback`)))
 	admin.waitText("#templates-status", "rollback: "+first+" is active")
 	admin.waitText("#active-id", first)
@@ -181,6 +187,11 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	admin.waitText("#term-status", "connect failed")
 	admin.waitText("#session-state", "cancelled")
 	screenshot(t, admin.ctx, "img-07-terminal-failed")
+	storyState(t, admin.ctx, "terminal failure (with its reason)", "#term-status", "connect failed: Cannot open a terminal in setup session",
+		"#term-status", "its sandbox is cancelled", "#session-state", "cancelled")
+	if v, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[bool](`document.getElementById("term-status").checkVisibility()`)); !v {
+		t.Error("the terminal's failure is not in view")
+	}
 
 	// A board member reads the panel and gets no control.
 	board := newTab(t, admin.ctx, chromedp.WithNewBrowserContext())
@@ -194,6 +205,7 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 		t.Errorf("the board member's images panel has %d controls", n)
 	}
 	screenshot(t, board.ctx, "img-04-board")
+	storyState(t, board.ctx, "restricted operator (board member)", "#templates .tpl-state", "revoked", "#session-state", "cancelled")
 }
 
 // UI-4 on Docker (the real engine, busybox) with xterm.js from Debian's
@@ -258,4 +270,5 @@ func TestImagesOnDockerInABrowser(t *testing.T) {
 		t.Errorf("the detached drift's notice: %q", s)
 	}
 	screenshot(t, admin.ctx, "img-13-detached")
+	storyState(t, admin.ctx, "active-image drift", "#drift-note-detached", "new leases use the image, not the template")
 }

@@ -110,6 +110,7 @@ func TestPageLayoutInABrowser(t *testing.T) {
 		t.Errorf("the run targets: the daytona one %q (disabled: %d), the fake one enabled: %d", admin.text(`#run-target option[value="`+cloud.ID+`"]`),
 			admin.count(`#run-target option[value="`+cloud.ID+`"][disabled]`), admin.count(`#run-target option[value="`+tuned.ID+`"]:not([disabled])`))
 	}
+	storyState(t, admin.ctx, "unsupported capability", `#run-target option[value="`+cloud.ID+`"]`, "cannot host runs")
 	admin.do("to assignments", chromedp.Click(chromedp.CSS(`nav.sections a[data-section="assignments"]`)),
 		chromedp.WaitVisible(chromedp.ID("bind-form")), chromedp.Clear(chromedp.ID("company")), chromedp.SendKeys(chromedp.ID("company"), "acme"),
 		chromedp.Click(chromedp.ID("company-switch")))
@@ -172,9 +173,18 @@ func TestPageLayoutInABrowser(t *testing.T) {
 		for _, width := range []int64{1280, 400} {
 			at(width)
 			noSidewaysScroll("the " + tc.driver + " editor at " + itoa(uint64(width)) + " px")
-			screenshot(t, admin.ctx, "layout-editor-"+tc.driver+"-"+itoa(uint64(width)))
 		}
 		at(1280)
+		// The editor's Storybook state: its screenshots at both widths.
+		reads := []string{"#advanced > summary", itoa(uint64(len(tc.advanced))) + " more setting"}
+		if len(tc.required) > 0 {
+			reads = append(reads, `.field[data-field="`+tc.required[0]+`"] label`, "(required)")
+		}
+		if st := map[string]string{"docker": "Docker editor", "ssh": "SSH editor", "daytona": "Daytona editor", "local": "local editor"}[tc.driver]; st != "" {
+			storyState(t, admin.ctx, st, reads...)
+		} else {
+			screenshot(t, admin.ctx, "layout-editor-"+tc.driver+"-1280")
+		}
 	}
 	// Capabilities in words, each with its token.
 	admin.do("docker capabilities", chromedp.Navigate(page+"?new=docker"), chromedp.WaitVisible(chromedp.ID("caps")))
@@ -185,6 +195,8 @@ func TestPageLayoutInABrowser(t *testing.T) {
 		admin.attr(`#drivers-table tr[data-driver="docker"] .cap[data-cap="runner_ingress"]`, "title") != "runner_ingress" {
 		t.Errorf("the docker driver's runner_ingress capability reads %q", s)
 	}
+	storyState(t, admin.ctx, "supported vs unavailable capabilities", `#caps li[data-cap="destroy_by_id"]`, "cleans up a sandbox by its id destroy_by_id",
+		`#drivers-table tr[data-driver="docker"] .cap[data-cap="runner_ingress"]`, "hosts berth's runner")
 
 	// Save success: "Saved — revision N" stays after the page reloads,
 	// until the next edit.
@@ -195,6 +207,7 @@ func TestPageLayoutInABrowser(t *testing.T) {
 		t.Errorf("after the save the status reads %q", s)
 	}
 	screenshot(t, admin.ctx, "layout-saved")
+	storyState(t, admin.ctx, "save success", "#save-status", "Saved — revision 2")
 	admin.do("edit again", chromedp.SendKeys(chromedp.ID("f-description"), "!"))
 	admin.waitJS(`document.getElementById("saved-badge") === null`)
 	// A saved=N that is no longer the revision claims nothing.

@@ -214,17 +214,66 @@ type envRow struct {
 	// the minimum in force.
 	Isolation, Require string
 	Below              bool
+	// Last is the company's last Test of it (stored by the library), nil
+	// when none; Failing and NotQualified are what it and the
+	// qualification add to the state.
+	Last                  *lastTestRow
+	Failing, NotQualified bool
+	Host                  bool // a host target: nothing to qualify
 }
 
-// Tone is the colour of the row's state badge: ok, bad or muted.
+// lastTestRow is a stored last Test as the page shows it.
+type lastTestRow struct {
+	OK            bool
+	Code, Message string
+	At            when
+}
+
+// Tone is the colour of the row's state badge: ok, warn, bad or muted.
 func (r envRow) Tone() string {
 	switch {
 	case r.Archived:
 		return "muted"
-	case r.Unavailable != "":
+	case r.Unavailable != "", r.Failing:
 		return "bad"
+	case r.NotQualified:
+		return "warn"
 	}
 	return "ok"
+}
+
+// withTest combines the row's availability with the company's last Test
+// and qualification (qv): "failing since 10:42 UTC" after a failed Test
+// while the target is available, "ready — not qualified" for a sandbox
+// target without a qualification that applies; an unavailable or
+// archived row keeps its state.
+func (r *envRow) withTest(qv qualification.View, host bool, now time.Time) {
+	if lt := qv.LastTest; lt != nil {
+		r.Last = &lastTestRow{OK: lt.OK, Code: lt.Code, Message: lt.Message, At: whenOf(lt.At, now)}
+	}
+	if r.Archived || r.Unavailable != "" {
+		return
+	}
+	switch lt := qv.LastTest; {
+	case lt != nil && !lt.OK:
+		since := lt.FailingSince
+		if since.IsZero() {
+			since = lt.At
+		}
+		r.Status, r.Failing = "failing since "+clockOf(since, now), true
+	case !host && !qv.Qualified:
+		r.Status, r.NotQualified = "ready — not qualified", true
+	}
+}
+
+// clockOf is t as a time of day in UTC ("10:42 UTC"), with its date when
+// it is not today's.
+func clockOf(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
+		return t.Format("15:04 UTC")
+	}
+	return t.Format("Jan 2 15:04 UTC")
 }
 
 type bindingRow struct {
@@ -463,6 +512,10 @@ func (s *server) buildEnvPage(ctx context.Context, p authz.Principal, r *http.Re
 				eff = drivers.Effective(drv, drivers.ConfigNarrowing(drv, v.Config))
 			}
 			row.NoRunner = !eff.Has(drivers.CapRunnerIngress)
+		}
+		if qv, err := s.sys.Prober().Qualification(ctx, p, v.ID, pg.Company); err == nil {
+			row.Host = hostDriver[v.Driver]
+			row.withTest(qv, row.Host, now)
 		}
 		pg.Envs = append(pg.Envs, row)
 	}

@@ -334,6 +334,8 @@ func (s *server) registerRoutes() {
 	s.handle("POST", "/api/v1/environments/{id}/restore", s.restoreEnvironment)
 	s.handle("GET", "/api/v1/environments/{id}/blast-radius", s.blastRadius)
 	s.handle("POST", "/api/v1/environments/{id}/health", s.refreshHealth)
+	s.handle("POST", "/api/v1/environments/{id}/host-key/scan", s.scanHostKey)
+	s.handle("POST", "/api/v1/environments/{id}/host-key/trust", s.trustHostKey)
 	s.handle("POST", "/api/v1/sweep", s.sweep)
 	s.handle("GET", "/api/v1/settings", s.getSettings)
 	s.handle("PATCH", "/api/v1/settings", s.patchSettings)

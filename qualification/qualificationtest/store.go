@@ -199,6 +199,64 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) qualification.Store
 				}
 			}
 		}},
+		{"last test: missing is ErrNotFound, stored one round-trips per company", func(t *testing.T, s qualification.Store) {
+			if _, err := s.GetLastTest(ctx, "acme", "env-1"); !errors.Is(err, errcode.ErrNotFound) {
+				t.Fatalf("GetLastTest of a missing test: %v, want ErrNotFound", err)
+			}
+			at := time.Date(2026, 12, 7, 10, 42, 0, 123456000, time.UTC)
+			fail := qualification.LastTest{Company: "acme", Environment: "env-1", At: at, Code: "host_key_unknown",
+				Message: "The host key of 10.0.0.5:22 is not trusted.", FailingSince: at.Add(-time.Hour)}
+			if err := s.PutLastTest(ctx, fail); err != nil {
+				t.Fatalf("PutLastTest: %v", err)
+			}
+			got, err := s.GetLastTest(ctx, "acme", "env-1")
+			if err != nil {
+				t.Fatalf("GetLastTest: %v", err)
+			}
+			if d := cmp.Diff(fail, got, recordCmp); d != "" {
+				t.Errorf("GetLastTest (-put +got):\n%s", d)
+			}
+			if _, err := s.GetLastTest(ctx, "globex", "env-1"); !errors.Is(err, errcode.ErrNotFound) {
+				t.Errorf("another company's last test: %v, want ErrNotFound", err)
+			}
+			if _, err := s.GetQualification(ctx, "acme", "env-1"); !errors.Is(err, errcode.ErrNotFound) {
+				t.Errorf("a last test made a qualification record: %v", err)
+			}
+			ok := qualification.LastTest{Company: "acme", Environment: "env-1", At: at.Add(time.Minute), OK: true, Code: "recorded", Message: "Reached the target."}
+			if err := s.PutLastTest(ctx, ok); err != nil {
+				t.Fatalf("PutLastTest (replace): %v", err)
+			}
+			if got, _ := s.GetLastTest(ctx, "acme", "env-1"); cmp.Diff(ok, got, recordCmp) != "" {
+				t.Errorf("after a replace GetLastTest = %+v, want %+v", got, ok)
+			}
+		}},
+		{"last test: deleted with the qualifications, refused without keys", func(t *testing.T, s qualification.Store) {
+			mustPut(t, s, record("acme", "env-1", 1))
+			for _, c := range []string{"acme", "globex"} {
+				if err := s.PutLastTest(ctx, qualification.LastTest{Company: c, Environment: "env-1", At: time.Now(), OK: true, Message: "ok"}); err != nil {
+					t.Fatalf("PutLastTest(%s): %v", c, err)
+				}
+			}
+			if err := s.PutLastTest(ctx, qualification.LastTest{Company: "acme", Environment: "env-2", At: time.Now(), Message: "kept"}); err != nil {
+				t.Fatalf("PutLastTest(env-2): %v", err)
+			}
+			for _, bad := range []qualification.LastTest{{Environment: "env-1"}, {Company: "acme"}} {
+				if err := s.PutLastTest(ctx, bad); !errors.Is(err, errcode.ErrInvalid) {
+					t.Errorf("PutLastTest(%+v) = %v, want ErrInvalid", bad, err)
+				}
+			}
+			if err := s.DeleteQualifications(ctx, "env-1"); err != nil {
+				t.Fatalf("DeleteQualifications: %v", err)
+			}
+			for _, c := range []string{"acme", "globex"} {
+				if _, err := s.GetLastTest(ctx, c, "env-1"); !errors.Is(err, errcode.ErrNotFound) {
+					t.Errorf("last test of %s after the delete: %v, want ErrNotFound", c, err)
+				}
+			}
+			if got, err := s.GetLastTest(ctx, "acme", "env-2"); err != nil || got.Message != "kept" {
+				t.Errorf("another environment's last test after the delete: %+v, %v", got, err)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -332,11 +332,11 @@
   // probeWithProgress posts a probe asking for server-sent events: each
   // stage goes to onStage while it runs (the pending state), and it
   // resolves as api does, with the result or the error shape.
-  async function probeWithProgress(path, onStage) {
+  async function probeWithProgress(path, onStage, body) {
     let r;
     try {
       r = await fetch(path, {
-        method: "POST", credentials: "same-origin", body: "{}",
+        method: "POST", credentials: "same-origin", body: JSON.stringify(body || {}),
         headers: { Accept: "text/event-stream", "Content-Type": "application/json", "X-CSRF-Token": await token() },
       });
     } catch (e) {
@@ -373,6 +373,50 @@
     return { status: 0, body: { error: { code: "unreachable", message: "the probe's stream ended without a result" } } };
   }
 
+  // showResult writes a probe result apart: the connection in one
+  // sentence, the qualification on its own line, what the probe did not
+  // validate, and the summary and each stage behind "Details".
+  function showResult(out, r) {
+    const q = r.qualificationDiagnostic;
+    const qual = r.platformQualificationRecorded ? "qualification recorded"
+      : "no qualification recorded" + (q ? ": " + q.message + " (" + q.code + ")" : "");
+    const conn = r.ok
+      ? sentence("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
+      : sentence("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
+    const parts = [conn, " ", sentence("probe-qualification", qual + ".")];
+    if (r.notValidated) parts.push(" ", sentence("probe-not-validated", r.notValidated));
+    const lines = [r.summary || ""];
+    (r.stages || []).forEach(function (st) {
+      lines.push(st.name + ": " + (st.skipped ? "skipped" : st.ok ? "ok" : "failed") + (st.error ? ": " + st.error : ""));
+    });
+    if (q && q.detail) lines.push("qualification: " + q.detail);
+    parts.push(details(lines.join("\n")));
+    out.className = "result " + (r.ok ? "ok" : "failed");
+    out.replaceChildren.apply(out, parts);
+  }
+
+  // Test before saving: the create form's config as a draft probe,
+  // nothing saved (a secret must be pasted: a draft holds no reference).
+  const draftButton = document.getElementById("draft-test");
+  if (draftButton) {
+    draftButton.addEventListener("click", async function () {
+      const out = document.getElementById("draft-result");
+      draftButton.disabled = true;
+      out.className = "result pending";
+      setText(out, "Testing the unsaved settings…");
+      const res = await probeWithProgress(companyPath("/probes"), function (st) {
+        setText(out, "Testing the unsaved settings… " + st.name + (st.running ? " running" : st.ok ? " ok" : st.skipped ? " skipped" : " failed"));
+      }, { driver: form.dataset.driver, config: configOf() });
+      draftButton.disabled = false;
+      if (res.status !== 200) {
+        out.className = "result failed";
+        showFailure(out, "Test failed: ", errOf(res));
+        return;
+      }
+      showResult(out, res.body);
+    });
+  }
+
   document.querySelectorAll("button.test").forEach(function (b) {
     b.addEventListener("click", async function () {
       const id = b.dataset.env;
@@ -390,27 +434,106 @@
         return;
       }
       const r = res.body;
-      const q = r.qualificationDiagnostic;
-      const qual = r.platformQualificationRecorded ? "qualification recorded"
-        : "no qualification recorded" + (q ? ": " + q.message + " (" + q.code + ")" : "");
-      // Apart: the connection in one sentence, the qualification on its
-      // own line, what the probe did not validate, and the summary and
-      // each stage behind "Details".
-      const conn = r.ok
-        ? sentence("probe-connection", "Reached " + r.target + ": cwd " + r.cwd + ", platform " + platformText(r.platform) + ".")
-        : sentence("probe-connection", "Failed (" + r.code + "): " + (r.message || r.summary));
-      const parts = [conn, " ", sentence("probe-qualification", qual + ".")];
-      if (r.notValidated) parts.push(" ", sentence("probe-not-validated", r.notValidated));
-      const lines = [r.summary || ""];
-      (r.stages || []).forEach(function (st) {
-        lines.push(st.name + ": " + (st.skipped ? "skipped" : st.ok ? "ok" : "failed") + (st.error ? ": " + st.error : ""));
-      });
-      if (q && q.detail) lines.push("qualification: " + q.detail);
-      parts.push(details(lines.join("\n")));
-      out.className = r.ok ? "result ok" : "result failed";
-      out.replaceChildren.apply(out, parts);
+      showResult(out, r);
+      if (!r.ok && r.code === "host_key_unknown") offerTrust(out, id);
+      refreshState(id);
     });
   });
+
+  // offerTrust adds the fix for an unknown host key to a row's result:
+  // "Trust host key…" scans the key the server offers and shows its
+  // fingerprint; only "Trust this key" saves it (the server scans again
+  // and refuses a key that changed meanwhile), at the row's revision.
+  function offerTrust(out, id) {
+    if (!document.querySelector("button.test")) return;
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "trust-key";
+    b.textContent = "Trust host key…";
+    const panel = document.createElement("div");
+    panel.className = "trust-panel";
+    panel.setAttribute("role", "status");
+    panel.setAttribute("aria-live", "polite");
+    b.addEventListener("click", async function () {
+      b.disabled = true;
+      setText(panel, "Reading the host key…");
+      const res = await api("POST", "/api/v1/environments/" + encodeURIComponent(id) + "/host-key/scan");
+      b.disabled = false;
+      if (res.status !== 200) {
+        showFailure(panel, "Could not read the host key: ", errOf(res));
+        return;
+      }
+      const sc = res.body;
+      const fp = document.createElement("code");
+      fp.className = "fingerprint";
+      fp.textContent = sc.fingerprint;
+      const said = sentence("sentence", "");
+      said.append("The host " + sc.host + ":" + sc.port + " offers the key ", fp,
+        sc.trusted ? ". This environment trusts it already: Test again." : ". Compare it with the server's own fingerprint before you trust it.");
+      if (sc.trusted) { panel.replaceChildren(said); return; }
+      const yes = document.createElement("button");
+      yes.type = "button";
+      yes.className = "trust-confirm";
+      yes.textContent = "Trust this key";
+      const no = document.createElement("button");
+      no.type = "button";
+      no.className = "trust-cancel";
+      no.textContent = "Cancel";
+      no.addEventListener("click", function () { panel.replaceChildren(sentence("sentence", "Not trusted; nothing was saved.")); b.focus(); });
+      yes.addEventListener("click", async function () {
+        yes.disabled = true;
+        const row = document.querySelector('tr[data-env="' + id + '"]');
+        const r = await api("POST", "/api/v1/environments/" + encodeURIComponent(id) + "/host-key/trust",
+          { fingerprint: sc.fingerprint }, { "If-Match": '"' + row.dataset.revision + '"' });
+        if (r.status !== 200) {
+          yes.disabled = false;
+          showFailure(panel, "The key was not saved: ", errOf(r));
+          return;
+        }
+        row.dataset.revision = r.body.revision;
+        panel.replaceChildren(sentence("sentence", "Saved — revision " + r.body.revision + ": the key " + sc.fingerprint + " is trusted. Test again."));
+        b.remove();
+      });
+      panel.replaceChildren(said, yes, " ", no);
+      yes.focus();
+    });
+    out.append(b, panel);
+  }
+  document.querySelectorAll('td.result[data-code="host_key_unknown"]').forEach(function (td) {
+    offerTrust(td, td.closest("tr").dataset.env);
+  });
+
+  // refreshState re-reads the row's state after a Test: the library
+  // stored it as the company's last Test, so the badge says what a
+  // reload would ("failing since 10:42 UTC", "ready — not qualified").
+  async function refreshState(id) {
+    const row = document.querySelector('tr[data-env="' + id + '"]');
+    const badge = row && row.querySelector("td.state .badge");
+    if (!badge || badge.classList.contains("status-muted") || row.querySelector("td.state .reason")) return;
+    const res = await api("GET", companyPath("/environments/" + encodeURIComponent(id) + "/qualification"));
+    if (res.status !== 200) return;
+    const lt = res.body.lastTest;
+    let words = "ready", tone = "ok";
+    if (lt && !lt.ok) {
+      words = "failing since " + clockOf(new Date(lt.failingSince || lt.at));
+      tone = "bad";
+    } else if (!row.dataset.host && !res.body.qualified) {
+      words = "ready — not qualified";
+      tone = "warn";
+    }
+    if (words === "ready" && badge.textContent.startsWith("ready")) return;
+    badge.textContent = words;
+    badge.className = "badge status-" + tone;
+  }
+
+  // clockOf is a time of day in UTC, as the server writes it.
+  function clockOf(d) {
+    const p = function (n) { return String(n).padStart(2, "0"); };
+    const now = new Date();
+    const day = d.getUTCFullYear() === now.getUTCFullYear() && d.getUTCMonth() === now.getUTCMonth() && d.getUTCDate() === now.getUTCDate();
+    const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    return (day ? "" : months[d.getUTCMonth()] + " " + d.getUTCDate() + " ") + p(d.getUTCHours()) + ":" + p(d.getUTCMinutes()) + " UTC";
+  }
 
   document.querySelectorAll("button.health").forEach(function (b) {
     b.addEventListener("click", async function () {
@@ -872,6 +995,7 @@
     const act = imgPanel.dataset.act === "true";
     const envPath = "/api/v1/environments/" + encodeURIComponent(envID);
     let ses = null;      // the session shown
+    let termFailed = false; // the terminal's last connect failed (its reason stays in view)
     let cursor = 0;      // its events cursor
     let poll = null;
 
@@ -996,7 +1120,8 @@
       const cap = document.getElementById("session-capture");
       if (cap) cap.disabled = s.state !== "waiting_for_user";
       const tp = document.getElementById("terminal-panel");
-      if (tp) tp.hidden = !(s.interactive && s.state === "waiting_for_user");
+      // A terminal that failed to connect stays in view with its reason.
+      if (tp) tp.hidden = !(s.interactive && (s.state === "waiting_for_user" || termFailed));
       if (activeStates.indexOf(s.state) < 0) {
         termDisconnect("the session ended: " + (words[s.state] || s.state));
       }
@@ -1097,7 +1222,12 @@
     let sock = null, proc = "", offset = 0, xterm = null, decoder = null;
     const useX = imgPanel.dataset.xterm === "true" && typeof window.Terminal === "function";
     const outPre = document.getElementById("term-out");
-    function termStatus(t) { setText(document.getElementById("term-status"), t); }
+    function termStatus(t) {
+      termFailed = t.startsWith("connect failed");
+      setText(document.getElementById("term-status"), t);
+      const tp = document.getElementById("terminal-panel");
+      if (termFailed && tp) tp.hidden = false;
+    }
     // The transcript is what the terminal shows since its last reset, as
     // received (for reading the page; xterm draws on a canvas).
     imgPanel.berthTranscript = "";

@@ -51,6 +51,23 @@ func (components) Qualification() Component {
 				// for a record made before it was measured.
 				`ALTER TABLE qualifications ADD COLUMN isolation TEXT NOT NULL DEFAULT ''`,
 			},
+		}, {
+			Version: 4,
+			Name:    "last tests",
+			SQL: []string{
+				// The last probe of an environment per company (issue
+				// 53), whatever it found; one row, replaced by the next.
+				`CREATE TABLE qualification_last_tests (
+					company TEXT NOT NULL,
+					environment_id TEXT NOT NULL,
+					at BIGINT,
+					ok BOOLEAN NOT NULL,
+					code TEXT NOT NULL,
+					message TEXT NOT NULL,
+					failing_since BIGINT,
+					PRIMARY KEY (company, environment_id)
+				)`,
+			},
 		}},
 	}
 }

@@ -104,5 +104,43 @@ func (db *DB) DeleteQualifications(ctx context.Context, environment string) erro
 	if _, err := db.writes().exec(ctx, "DELETE FROM qualifications WHERE environment_id = ?", environment); err != nil {
 		return fmt.Errorf("sqlstore: delete qualifications for environment %q: %w", environment, err)
 	}
+	if _, err := db.writes().exec(ctx, "DELETE FROM qualification_last_tests WHERE environment_id = ?", environment); err != nil {
+		return fmt.Errorf("sqlstore: delete last tests for environment %q: %w", environment, err)
+	}
 	return nil
+}
+
+// PutLastTest implements qualification.Store with one upsert on the
+// (company, environment) primary key.
+func (db *DB) PutLastTest(ctx context.Context, t qualification.LastTest) error {
+	if t.Company == "" || t.Environment == "" {
+		return fmt.Errorf("sqlstore: put last test: %w: company %q, environment %q: both are required", errcode.ErrInvalid, t.Company, t.Environment)
+	}
+	_, err := db.writes().exec(ctx, `INSERT INTO qualification_last_tests (company, environment_id, at, ok, code, message, failing_since)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (company, environment_id) DO UPDATE SET
+			at = excluded.at, ok = excluded.ok, code = excluded.code,
+			message = excluded.message, failing_since = excluded.failing_since`,
+		t.Company, t.Environment, nanos(t.At), t.OK, t.Code, t.Message, nanos(t.FailingSince))
+	if err != nil {
+		return fmt.Errorf("sqlstore: put last test of company %q for environment %q: %w", t.Company, t.Environment, err)
+	}
+	return nil
+}
+
+// GetLastTest implements qualification.Store: the last test of company for
+// environment, or an error wrapping errcode.ErrNotFound.
+func (db *DB) GetLastTest(ctx context.Context, company, environment string) (qualification.LastTest, error) {
+	t := qualification.LastTest{Company: company, Environment: environment}
+	var at, since sql.NullInt64
+	err := db.reads().queryRow(ctx, `SELECT at, ok, code, message, failing_since FROM qualification_last_tests
+		WHERE company = ? AND environment_id = ?`, company, environment).Scan(&at, &t.OK, &t.Code, &t.Message, &since)
+	if errors.Is(err, sql.ErrNoRows) {
+		return qualification.LastTest{}, fmt.Errorf("sqlstore: last test of company %q for environment %q: %w", company, environment, errcode.ErrNotFound)
+	}
+	if err != nil {
+		return qualification.LastTest{}, fmt.Errorf("sqlstore: get last test of company %q for environment %q: %w", company, environment, err)
+	}
+	t.At, t.FailingSince = fromNanos(at), fromNanos(since)
+	return t, nil
 }
