@@ -151,7 +151,7 @@ func TestPluginDriverListed(t *testing.T) {
 	}
 	admin := sessionCookieOf(t, e.do(t, call{method: "GET", path: "/login?link=" + url.QueryEscape(link)}))
 	page := string(e.must(t, http.StatusOK, call{method: "GET", path: envPagePath, cookie: admin}).body)
-	want := fmt.Sprintf(`<span class="plugin reason" title="pin sha256:%s, binary %s">plugin 1.0.0, pin %s</span>`, pin, p.Binary, pin[:12])
+	want := fmt.Sprintf(`<span class="plugin help" title="pin sha256:%s, binary %s">plugin 1.0.0, pin %s</span>`, pin, p.Binary, pin[:12])
 	if !strings.Contains(page, want) {
 		t.Errorf("the page's drivers table does not show the plugin: want %s", want)
 	}
