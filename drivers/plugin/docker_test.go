@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -379,9 +378,5 @@ func listed(t *testing.T, d drivers.Driver, cfg config.Config, labels map[string
 	return infos
 }
 
-// goBuild builds pkg into bin.
-func goBuild(bin, pkg string) ([]byte, error) {
-	cmd := execCommand("go", "build", "-o", bin, pkg)
-	cmd.Env = os.Environ()
-	return cmd.CombinedOutput()
-}
+// goBuild builds pkg into bin (with -race when this test binary has it).
+func goBuild(bin, pkg string) ([]byte, error) { return testenv.GoBuild(bin, pkg) }

@@ -5,13 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/berthdev/berth/drivers/plugin"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // `envctl -plugins DIR` loads the plugins DIR's pins file lists: the fake
@@ -21,7 +21,7 @@ func TestPluginsFlag(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fakeplugin")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/berthdev/berth/drivers/plugin/internal/fakeplugin").CombinedOutput(); err != nil {
+	if out, err := testenv.GoBuild(bin, "github.com/berthdev/berth/drivers/plugin/internal/fakeplugin"); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	b, err := os.ReadFile(bin)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/plugin"
 	"github.com/berthdev/berth/internal/syncbuf"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // buildFakePlugin builds the fake plugin into dir/fakeplugin, writes its
@@ -27,7 +27,7 @@ import (
 func buildFakePlugin(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "fakeplugin")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/berthdev/berth/drivers/plugin/internal/fakeplugin").CombinedOutput(); err != nil {
+	if out, err := testenv.GoBuild(bin, "github.com/berthdev/berth/drivers/plugin/internal/fakeplugin"); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	b, err := os.ReadFile(bin)
