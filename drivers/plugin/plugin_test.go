@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -65,8 +64,6 @@ func buildPlugin(dir string) (plugin.Plugin, error) {
 	defer cancel()
 	return p, plugin.WriteManifest(ctx, p)
 }
-
-var execCommand = exec.Command
 
 func sum(path string) string {
 	f, err := os.Open(path)
