@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -492,6 +494,29 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if rel.Status != lease.StatusReleased {
 		t.Errorf("the held lease %s after its release: %s", held, rel.Status)
 	}
+
+	// issue 52 item 5: the run form takes the project, as an archive: the
+	// page prepares it as the workspace in a held lease (through the API),
+	// then the command runs in it, and what it changed shows (a new
+	// workspace: the last one ended with its lease).
+	projTar := filepath.Join(t.TempDir(), "app.tar")
+	if err := os.WriteFile(projTar, tarBytes(t, [2]string{"main.c", "int main(){ return 1; }\n"}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	admin.do("a run with its project", chromedp.SetValue(chromedp.ID("run-workspace"), "ws1"),
+		chromedp.SetUploadFiles(chromedp.ID("run-archive"), []string{projTar}),
+		chromedp.SetValue(chromedp.ID("run-cmd"), "cat main.c && echo '/* fixed */' >> main.c"),
+		chromedp.Click(chromedp.ID("run-start")))
+	admin.waitText("#run-output", "return 1;")
+	if s := admin.waitText("#run-exit", "exit status"); !strings.Contains(s, "exit status 0") {
+		t.Fatalf("the run with its project: %s, output %q, status %q", s, admin.text("#run-output"), admin.text("#run-status"))
+	}
+	admin.waitText(`#files-workspaces .ws-changed`, "main.c")
+	if s := admin.text("#files-workspaces"); !strings.Contains(s, "Workspace ws1 (") || strings.Contains(s, ws.ID) {
+		t.Errorf("the workspace panel after a run with its project: %q", s)
+	}
+	screenshot(t, root, "08d-run-with-its-project")
+	e.must(t, http.StatusOK, call{method: "POST", path: "/api/v1/companies/acme/leases/" + admin.text("#files-lease") + "/release", token: tokAdmin})
 
 	// Test box in acme: a pinned image, so the probe records a
 	// qualification, shown in the editor; a new registry credential (a

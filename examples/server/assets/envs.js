@@ -958,6 +958,42 @@
       if (t) body.timeoutSeconds = /^\d+$/.test(t) ? Number(t) : t;
       ["run-output", "run-exit", "run-proof", "run-receipt"].forEach(function (id) { setText(document.getElementById(id), ""); });
       setText(document.getElementById("run-status"), "starting…");
+      const archive = document.getElementById("run-archive");
+      const project = archive && archive.files.length ? archive.files[0] : null;
+      if (project) {
+        // The project goes in first: a held lease (a run of true), the
+        // archive prepared as the workspace in it, then the command in
+        // that lease, which runs in the workspace (all through the API).
+        const fail = function (e) {
+          showFailure(errEl, "", e);
+          errEl.hidden = false;
+          setText(document.getElementById("run-status"), "not started");
+        };
+        if (!ws) return fail({ code: "invalid", message: "Name the workspace the project goes into." });
+        setText(document.getElementById("run-status"), "preparing the workspace…");
+        const first = Object.assign({}, body, { argv: ["true"], hold: true });
+        let r = await api("POST", companyPath("/runs"), first, { "Idempotency-Key": "page-" + Date.now() + "-" + Math.random() });
+        if (r.status !== 202) return fail(errOf(r));
+        while (r.status === 200 || r.status === 202) {
+          if (r.body.status !== "running" && r.body.status !== "starting" && r.body.status !== "pending") break;
+          await new Promise(function (done) { setTimeout(done, 200); });
+          r = await api("GET", companyPath("/runs/" + encodeURIComponent(r.body.id)));
+        }
+        if (r.status !== 200 && r.status !== 202) return fail(errOf(r));
+        if (!r.body.leaseId || r.body.status !== "exited") return fail(r.body.error || { code: "unknown", message: "The run that leases the workspace ended " + r.body.status + "." });
+        const lease = r.body.leaseId;
+        const put = await fetch(companyPath("/leases/" + encodeURIComponent(lease) + "/workspace") +
+          "?key=" + encodeURIComponent(ws) + "&name=" + encodeURIComponent(project.name), {
+          method: "POST", credentials: "same-origin", body: project,
+          headers: { "Content-Type": "application/x-tar", Accept: "application/json", "X-CSRF-Token": await token() } });
+        if (put.status !== 200) {
+          let e = { code: "unknown", message: "HTTP " + put.status };
+          try { e = (await put.json()).error || e; } catch (x) { /* not JSON */ }
+          return fail(e);
+        }
+        body.leaseId = lease;
+        ["environmentId", "workspace", "project", "agent", "hold"].forEach(function (k) { delete body[k]; });
+      }
       const res = await api("POST", companyPath("/runs"), body, { "Idempotency-Key": "page-" + Date.now() + "-" + Math.random() });
       if (res.status !== 202) {
         showFailure(errEl, "", errOf(res));
