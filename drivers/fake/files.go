@@ -409,26 +409,33 @@ func (s *sandbox) taskDir(cwd string) (string, func(), error) {
 }
 
 // writeTree writes the tree t (relative paths) under the host directory
-// dir: parents before children, modes set after the content.
+// dir: parents before children, modes set after the content. It writes
+// through an os.Root, so an entry can never land outside dir through a
+// link the sandbox's tree holds (the tree is the task's to shape).
 func writeTree(dir string, t map[string]*node) error {
-	for _, k := range slices.Sorted(maps.Keys(t)) {
-		n, p := t[k], filepath.Join(dir, filepath.FromSlash(k))
-		var err error
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	keys := slices.Sorted(maps.Keys(t))
+	for _, k := range keys {
+		n := t[k]
 		switch {
 		case n.mode.IsDir():
-			err = os.Mkdir(p, 0o700)
+			err = root.Mkdir(k, 0o700)
 		case n.mode&fs.ModeSymlink != 0:
-			err = os.Symlink(n.link, p)
+			err = root.Symlink(n.link, k)
 		default:
-			err = os.WriteFile(p, n.data, 0o600)
+			err = root.WriteFile(k, n.data, 0o600)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(t)) { // directories' modes last, in case one is read-only
+	for _, k := range keys { // directories' modes last, in case one is read-only
 		if n := t[k]; n.mode&fs.ModeSymlink == 0 {
-			if err := os.Chmod(filepath.Join(dir, filepath.FromSlash(k)), n.mode&fs.ModePerm); err != nil {
+			if err := root.Chmod(k, n.mode&fs.ModePerm); err != nil {
 				return err
 			}
 		}

@@ -975,7 +975,7 @@
         let r = await api("POST", companyPath("/runs"), first, { "Idempotency-Key": "page-" + Date.now() + "-" + Math.random() });
         if (r.status !== 202) return fail(errOf(r));
         while (r.status === 200 || r.status === 202) {
-          if (r.body.status !== "running" && r.body.status !== "starting" && r.body.status !== "pending") break;
+          if (r.body.status !== "running" && r.body.status !== "starting") break;
           await new Promise(function (done) { setTimeout(done, 200); });
           r = await api("GET", companyPath("/runs/" + encodeURIComponent(r.body.id)));
         }
