@@ -1,6 +1,7 @@
 package local
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,17 +13,25 @@ import (
 // runner's environment. hostedProcesses finds a runner of the lease
 // directory by its --state-dir= argument alone (this process is a shell
 // with that argument and no mark), and no process whose state directory
-// is elsewhere.
+// is elsewhere. The shells wait in the read builtin and fork nothing: a
+// child between its fork and its exec still shows its parent's command
+// line, and would be found too (rightly: it is the runner's).
 func TestHostedProcessesFindsARunnerByItsCommandLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	start := func(stateDir string) *exec.Cmd {
-		cmd := exec.Command("sh", "-c", "sleep 30; :", "--state-dir="+stateDir)
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", "read x", "--state-dir="+stateDir)
 		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		cmd.Stdin = r
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		r.Close()
+		t.Cleanup(func() { w.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd
 	}
 	runner := start(filepath.Join(dir, "state-0123"))
