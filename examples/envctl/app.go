@@ -1,17 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/fake"
@@ -183,6 +187,13 @@ func runnerKey(path string) ([]byte, error) {
 // included), their capabilities and the provider health last measured. It
 // reads the store and calls no provider.
 func runDrivers(ctx context.Context, g *globals, args []string) error {
+	if len(args) > 0 && args[0] == "show" {
+		return runDriversShow(g, args[1:])
+	}
+	if len(args) > 0 {
+		fmt.Fprintf(g.stderr, "envctl drivers: unknown argument %q; usage: envctl drivers [show DRIVER]\n", args[0])
+		return errUsage
+	}
 	sys, err := openSystem(ctx, g)
 	if err != nil {
 		return err
@@ -200,4 +211,105 @@ func runDrivers(ctx context.Context, g *globals, args []string) error {
 		return writeJSON(g.stdout, rows)
 	}
 	return printDrivers(g.stdout, rows)
+}
+
+// runDriversShow prints the config fields of one driver (envctl drivers
+// show DRIVER): what an operator can put in an environment's config, basic
+// fields first, then the advanced ones. It opens no store and contacts no
+// provider.
+func runDriversShow(g *globals, args []string) error {
+	if len(args) != 1 {
+		fmt.Fprintln(g.stderr, "usage: envctl drivers show DRIVER")
+		return errUsage
+	}
+	var names []string
+	for _, d := range g.driverList() {
+		if d.Name() != args[0] {
+			names = append(names, d.Name())
+			continue
+		}
+		schema := d.Schema()
+		if g.json {
+			return writeJSON(g.stdout, struct {
+				Driver string         `json:"driver"`
+				Fields []config.Field `json:"fields"`
+			}{d.Name(), schema.Fields})
+		}
+		return printSchema(g.stdout, d.Name(), schema)
+	}
+	fmt.Fprintf(g.stderr, "envctl drivers show: there is no driver %q; the drivers are %s\n", args[0], strings.Join(names, ", "))
+	return errUsage
+}
+
+// printSchema writes a driver's config fields for a person: each field's
+// name, type, whether it is required and its default, then its help
+// wrapped under it; the advanced fields under their own heading.
+func printSchema(w io.Writer, driver string, s *config.Schema) error {
+	var basic, advanced []config.Field
+	for _, f := range s.Fields {
+		if f.Advanced && !f.Required {
+			advanced = append(advanced, f)
+		} else {
+			basic = append(basic, f)
+		}
+	}
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%s: %d config fields (envctl env create --driver %s --config FILE takes them as JSON)\n", driver, len(s.Fields), driver)
+	field := func(f config.Field) {
+		var attrs []string
+		typ := f.Type.String()
+		if len(f.Enum) > 0 {
+			typ = "one of " + strings.Join(f.Enum, ", ")
+		}
+		attrs = append(attrs, typ)
+		switch {
+		case f.Required:
+			attrs = append(attrs, "required")
+		case f.Default != nil:
+			attrs = append(attrs, fmt.Sprintf("default %v", f.Default))
+		default:
+			attrs = append(attrs, "optional")
+		}
+		switch f.Kind {
+		case config.KindSecret:
+			attrs = append(attrs, "secret: the value is moved to the secret store and never shown again")
+		case config.KindSecretMap:
+			attrs = append(attrs, "secret values: each is moved to the secret store; the keys stay visible")
+		}
+		fmt.Fprintf(bw, "\n  %s (%s)\n", f.Name, strings.Join(attrs, "; "))
+		for _, line := range wrapWords(f.Doc, 72) {
+			fmt.Fprintf(bw, "      %s\n", line)
+		}
+	}
+	for _, f := range basic {
+		field(f)
+	}
+	if len(advanced) > 0 {
+		fmt.Fprintf(bw, "\nAdvanced (seldom changed):\n")
+		for _, f := range advanced {
+			field(f)
+		}
+	}
+	return bw.Flush()
+}
+
+// wrapWords breaks text into lines of at most width columns at spaces (a
+// longer word stands alone on its line).
+func wrapWords(text string, width int) []string {
+	var lines []string
+	var line strings.Builder
+	for _, word := range strings.Fields(text) {
+		if line.Len() > 0 && line.Len()+1+len(word) > width {
+			lines = append(lines, line.String())
+			line.Reset()
+		}
+		if line.Len() > 0 {
+			line.WriteByte(' ')
+		}
+		line.WriteString(word)
+	}
+	if line.Len() > 0 {
+		lines = append(lines, line.String())
+	}
+	return lines
 }

@@ -10,6 +10,7 @@
 //
 //	demo                                  run the main job on a temporary store
 //	drivers                               list drivers and their capabilities
+//	drivers show DRIVER                   a driver's config fields
 //	env create --name N --driver D [--config FILE|-] [--description S] [--env K=V]... [--meta K=V]...
 //	env list [--driver D] [--status S] [--company C]
 //	env show ID|NAME [--company C]
@@ -182,6 +183,8 @@ const usage = `usage: envctl [--db PATH] [--json] [--verbose] [--as ROLE[:ID][@C
 commands:
   demo                       run the main job end to end on a temporary store
   drivers                    list drivers and their capabilities
+  drivers show DRIVER        a driver's config fields: types, required or
+                             default, and what each does
   env create|list|show|update|archive|delete
                              manage saved environments (see 'envctl env -h')
   lease acquire|release|list|sweep
