@@ -251,7 +251,12 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if s := admin.text("#who"); !strings.Contains(s, `instance_admin "admin"`) {
 		t.Errorf("signed in as %q", s)
 	}
-	// The managed local row: no Test button; times relative, exact on hover.
+	// The managed local row: no Test button, and no Delete (the library
+	// refuses to delete it: an action that can only fail is not offered);
+	// times relative, exact on hover.
+	if n := admin.count(`tr[data-name="local"] button.delete`); n != 0 || admin.count(`tr[data-name="local"] button.archive`) != 1 {
+		t.Errorf("the local row offers %d Delete buttons, want none (and Archive)", n)
+	}
 	if admin.count(`tr[data-name="local"]`) != 1 || admin.count(`tr[data-name="local"] button.test`) != 0 {
 		t.Errorf("the local row: %d rows, %d Test buttons; want 1 row and no Test button",
 			admin.count(`tr[data-name="local"]`), admin.count(`tr[data-name="local"] button.test`))

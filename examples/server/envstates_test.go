@@ -126,7 +126,21 @@ func TestEnvironmentsPageStatesInABrowser(t *testing.T) {
 
 	// Archive from the row: archived, no Test, not a run target; Restore
 	// brings it back.
+	// Archive asks first, saying what it does; Cancel sends nothing.
 	admin.do("archive snap", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("envs")), chromedp.Click(chromedp.CSS(row+" button.archive")))
+	admin.waitText(row+" .confirm-text", "Archive snap? It is kept for history, but it cannot be assigned or leased until it is restored")
+	if got, err := chromedp.Run(admin.ctx, chromedp.Evaluate[string](`document.activeElement.className`)); err != nil || got != "confirm-no" {
+		t.Errorf("focus after Archive is on %q (%v), want the confirmation's Cancel", got, err)
+	}
+	screenshot(t, admin.ctx, "s04-archive-confirm")
+	admin.do("cancel the archive", chromedp.Click(chromedp.CSS(row+" .confirm-no")))
+	if admin.count(row+" .confirm") != 0 {
+		t.Error("Cancel left the confirmation in the row")
+	}
+	if got := e.getEnv(t, v.ID); got.Status == environment.StatusArchived {
+		t.Error("a cancelled Archive archived the environment")
+	}
+	admin.do("archive snap for real", chromedp.Click(chromedp.CSS(row+" button.archive")), chromedp.Click(chromedp.CSS(row+" .confirm-yes")))
 	admin.waitJS(`(document.querySelector('` + row + ` .state')||{}).textContent === "archived"`)
 	if admin.count(row+" button.test") != 0 || admin.count(row+" button.restore") != 1 || admin.count(row+" button.archive") != 0 {
 		t.Errorf("the archived row: %d Test, %d Restore, %d Archive buttons", admin.count(row+" button.test"), admin.count(row+" button.restore"), admin.count(row+" button.archive"))

@@ -167,6 +167,9 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	admin.waitText("#active-id", first)
 	admin.waitText("#template-history", "rollback")
 	admin.do("revoke", chromedp.Click(chromedp.CSS(`#templates tr[data-template="`+first+`"] button.revoke`)))
+	// Revoke asks first, saying what it does.
+	admin.waitText(`#templates tr[data-template="`+first+`"] .confirm-text`, "? It can never be promoted again. If it is the active template, new leases use the environment's configured image")
+	admin.do("confirm the revoke", chromedp.Click(chromedp.CSS(`#templates tr[data-template="`+first+`"] .confirm-yes`)))
 	admin.waitText("#templates-status", "revoke: "+first+" is revoked")
 	admin.waitText("#active-id", "none")
 	admin.waitText("#drift", "none")

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
 	"github.com/berthdev/berth/drivers"
@@ -14,6 +18,8 @@ import (
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/testenv"
+	"github.com/berthdev/berth/internal/testimage"
 )
 
 // pageSections are the sections of the Environments page's navigation,
@@ -198,10 +204,19 @@ func TestPageLayoutInABrowser(t *testing.T) {
 	storyState(t, admin.ctx, "supported vs unavailable capabilities", `#caps li[data-cap="destroy_by_id"]`, "cleans up a sandbox by its id destroy_by_id",
 		`#drivers-table tr[data-driver="docker"] .cap[data-cap="runner_ingress"]`, "hosts berth's runner")
 
-	// Save success: "Saved — revision N" stays after the page reloads,
-	// until the next edit.
-	admin.do("save tuned", chromedp.Navigate(page+"?edit="+tuned.ID), chromedp.WaitVisible(chromedp.ID("editor")),
-		chromedp.SetValue(chromedp.ID("f-description"), "a fake sandbox in eu-west-9"), chromedp.Click(chromedp.ID("save")))
+	// Save pending: the browser holds the save's request (DevTools' Fetch
+	// domain pauses it before it leaves) while the page says so with Save
+	// disabled; then lets it go. Save success: "Saved — revision N" stays
+	// after the page reloads, until the next edit.
+	admin.do("open tuned", chromedp.Navigate(page+"?edit="+tuned.ID), chromedp.WaitVisible(chromedp.ID("editor")))
+	save := holdRequests(t, admin.ctx, "*/api/v1/environments/"+tuned.ID, "PATCH")
+	admin.do("save tuned", chromedp.SetValue(chromedp.ID("f-description"), "a fake sandbox in eu-west-9"), chromedp.Click(chromedp.ID("save")))
+	release := save()
+	if disabled, err := chromedp.Run(admin.ctx, chromedp.Evaluate[bool](`document.getElementById("save").disabled`)); err != nil || !disabled {
+		t.Errorf("while the save is in flight, Save is enabled (%v)", err)
+	}
+	storyState(t, admin.ctx, "save pending", "#save-status", "Saving…")
+	release()
 	admin.waitJS(`location.search.includes("saved=2") && document.getElementById("saved-badge") !== null`)
 	if s := admin.text("#save-status"); s != "Saved — revision 2" {
 		t.Errorf("after the save the status reads %q", s)
@@ -221,6 +236,27 @@ func TestPageLayoutInABrowser(t *testing.T) {
 	admin.do("docker editor", chromedp.Navigate(page+"?new=docker"), chromedp.WaitVisible(chromedp.ID("editor")),
 		chromedp.Focus(chromedp.CSS("#advanced > summary")), chromedp.KeyEvent("\r"))
 	admin.waitJS(`document.getElementById("advanced").open && document.getElementById("cfg-host").checkVisibility()`)
+
+	// Pin to digest beside the Docker editor's image field: the tag
+	// becomes repo@sha256:… of the registry's manifest; a tag the
+	// registry lacks is said so, and the field keeps what was typed.
+	reg := testenv.StartRegistry(t, nil)
+	img := testimage.Busybox(t, reg, nil)
+	admin.do("pin a tag", chromedp.SetValue(chromedp.ID("cfg-image"), img.TagRef), chromedp.Click(chromedp.CSS(`button.pin[data-for="image"]`)))
+	admin.waitText("#pin-image", "Pinned "+img.TagRef+" to its digest. Save to keep it.")
+	if v, err := chromedp.Run(admin.ctx, chromedp.Evaluate[string](`document.getElementById("cfg-image").value`)); err != nil || v != img.Ref {
+		t.Errorf("after Pin the image field holds %q (%v), want %q", v, err, img.Ref)
+	}
+	screenshot(t, admin.ctx, "layout-pinned")
+	admin.do("pin a tag the registry lacks", chromedp.SetValue(chromedp.ID("cfg-image"), img.Repo+":nosuch"), chromedp.Click(chromedp.CSS(`button.pin[data-for="image"]`)))
+	admin.waitText("#pin-image", "Not pinned: ")
+	if v, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[string](`document.getElementById("cfg-image").value`)); v != img.Repo+":nosuch" {
+		t.Errorf("a failed pin changed the field to %q", v)
+	}
+	screenshot(t, admin.ctx, "layout-pin-failed")
+	// The route needs the right to create environments.
+	e.must(t, http.StatusForbidden, call{method: "POST", path: "/api/v1/images/pin", token: tokBoard, body: map[string]any{"reference": img.TagRef}})
+	e.must(t, http.StatusBadRequest, call{method: "POST", path: "/api/v1/images/pin", token: tokAdmin, body: map[string]any{"reference": "UPPER/Case:!"}})
 }
 
 // localEnvID is the id of the server's managed local environment.
@@ -233,4 +269,57 @@ func localEnvID(t *testing.T, e *tenv) string {
 	}
 	t.Fatal("no local environment")
 	return ""
+}
+
+// holdRequests pauses, in the browser tab of ctx, the next request whose
+// URL matches pattern (DevTools' wildcard) and whose method is method;
+// other matching requests go on at once. It returns wait: wait blocks
+// until that request is held (failing t after a minute) and returns
+// release, which lets it go on and ends the interception.
+func holdRequests(t *testing.T, ctx context.Context, pattern, method string) (wait func() (release func())) {
+	t.Helper()
+	paused := make(chan *fetch.EventRequestPaused, 16)
+	lctx, stop := context.WithCancel(ctx)
+	if err := chromedp.Listen(lctx, func(ev any) {
+		if e, ok := ev.(*fetch.EventRequestPaused); ok {
+			select {
+			case paused <- e:
+			default:
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}}); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	let := func(id fetch.RequestID) {
+		if _, err := chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: id}); err != nil {
+			t.Errorf("let the request go on: %v", err)
+		}
+	}
+	return func() func() {
+		t.Helper()
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case e := <-paused:
+				if e.Request == nil || e.Request.Method != method {
+					let(e.RequestID)
+					continue
+				}
+				return func() {
+					let(e.RequestID)
+					if _, err := chromedp.Call(ctx, fetch.Disable, cdp.Empty{}); err != nil {
+						t.Errorf("end the interception: %v", err)
+					}
+					stop()
+				}
+			case <-timeout:
+				stop()
+				t.Fatalf("no %s request to %s within a minute", method, pattern)
+			}
+		}
+	}
 }

@@ -352,8 +352,11 @@ type fieldRow struct {
 	Set     bool
 	Default string
 	Enum    []string
-	Value   string // the current value in the form's text form
-	Checked bool   // a boolean's current value
+	// Pinnable: the field is the schema's image reference (an OCI
+	// reference), so the editor offers "Pin to digest" beside it.
+	Pinnable bool
+	Value    string // the current value in the form's text form
+	Checked  bool   // a boolean's current value
 	// A secret field holding a reference shows "set (version N)"; its
 	// reference (never a value) goes back unchanged unless replaced.
 	SecretSet     bool
@@ -804,7 +807,8 @@ func fieldsOf(sc *config.Schema, cfg config.Config) []fieldRow {
 	var out []fieldRow
 	for _, f := range sc.Fields {
 		row := fieldRow{Name: f.Name, Label: strings.ReplaceAll(f.Name, "_", " "), Kind: f.Kind.String(), Type: typeWord(f.Type),
-			Doc: f.Doc, Required: f.Required, Enum: f.Enum, Advanced: f.Advanced && !f.Required}
+			Doc: f.Doc, Required: f.Required, Enum: f.Enum, Advanced: f.Advanced && !f.Required,
+			Pinnable: f.Name == sc.ImageField && sc.ImageReference == nil && f.Type == config.TypeString && f.Kind == config.KindIdentity}
 		row.Help = strings.TrimSpace(f.Doc)
 		if row.Help != "" && !strings.HasSuffix(row.Help, ".") && !strings.HasSuffix(row.Help, ")") {
 			row.Help += "."

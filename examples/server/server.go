@@ -23,6 +23,7 @@ import (
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/images/resolve"
 	"github.com/berthdev/berth/store"
 )
 
@@ -43,6 +44,9 @@ type server struct {
 
 	runs    *runs
 	streams *streamLimit
+	// pins resolves image tags to digests for POST /api/v1/images/pin,
+	// uncached: a pin reads the tag as it is now.
+	pins *resolve.Resolver
 	// closing is closed when shutdown begins: event streams end so that
 	// http.Server.Shutdown does not wait for them.
 	closing   chan struct{}
@@ -189,6 +193,7 @@ func newServer(ctx context.Context, o options) (*server, error) {
 		now:     time.Now,
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),
+		pins:    resolve.New(&resolve.Options{TTL: -1}),
 	}
 	s.runs = newRuns(s)
 	// Stream slots are per credential (identityOf), not per "ROLE ID".
@@ -336,6 +341,7 @@ func (s *server) registerRoutes() {
 	s.handle("POST", "/api/v1/environments/{id}/health", s.refreshHealth)
 	s.handle("POST", "/api/v1/environments/{id}/host-key/scan", s.scanHostKey)
 	s.handle("POST", "/api/v1/environments/{id}/host-key/trust", s.trustHostKey)
+	s.handle("POST", "/api/v1/images/pin", s.pinImage)
 	s.handle("POST", "/api/v1/sweep", s.sweep)
 	s.handle("GET", "/api/v1/settings", s.getSettings)
 	s.handle("PATCH", "/api/v1/settings", s.patchSettings)

@@ -45,6 +45,39 @@
 
   function setText(el, text) { if (el) el.textContent = text; }
 
+  // confirmFirst asks, next to the button b, whether to do what a
+  // destructive action will do (text says it), before onYes runs: a
+  // sentence, a button labelled yes and a "Cancel". Focus moves to
+  // Cancel, Escape cancels, and a second ask on the same button
+  // replaces the first. Nothing is sent until yes is pressed.
+  function confirmFirst(b, text, yes, onYes) {
+    const old = b.parentNode.querySelector(".confirm");
+    if (old) old.remove();
+    const box = document.createElement("span");
+    box.className = "confirm";
+    box.setAttribute("role", "alertdialog");
+    box.setAttribute("aria-label", yes);
+    const p = document.createElement("span");
+    p.className = "confirm-text";
+    p.textContent = text;
+    const ok = document.createElement("button");
+    ok.type = "button";
+    ok.className = "confirm-yes danger";
+    ok.textContent = yes;
+    const no = document.createElement("button");
+    no.type = "button";
+    no.className = "confirm-no";
+    no.textContent = "Cancel";
+    function close() { box.remove(); b.disabled = false; b.focus(); }
+    no.addEventListener("click", close);
+    box.addEventListener("keydown", function (ev) { if (ev.key === "Escape") close(); });
+    ok.addEventListener("click", function () { box.remove(); b.disabled = false; onYes(); });
+    box.append(p, " ", ok, " ", no);
+    b.disabled = true;
+    b.after(box);
+    no.focus();
+  }
+
   // details is a "Details" disclosure holding the technical detail
   // behind a sentence (the error chain, a probe's stages): closed, its
   // summary reached by Tab and opened by Enter, its text selectable, and
@@ -557,9 +590,46 @@
     });
   });
 
+  // ---- pin an image field to its digest (asks the registry) ----
+  document.querySelectorAll("button.pin").forEach(function (b) {
+    b.addEventListener("click", async function () {
+      const input = document.getElementById("cfg-" + b.dataset.for);
+      const out = document.getElementById("pin-" + b.dataset.for);
+      const ref = input.value.trim();
+      if (ref === "") {
+        out.className = "status pin-status failed";
+        setText(out, "Enter an image reference first, such as debian:bookworm.");
+        input.focus();
+        return;
+      }
+      b.disabled = true;
+      out.className = "status pin-status pending";
+      setText(out, "Asking the registry for the digest of " + ref + "…");
+      const res = await api("POST", "/api/v1/images/pin", { reference: ref });
+      b.disabled = false;
+      if (res.status !== 200) {
+        const e = errOf(res);
+        out.className = "status pin-status failed";
+        out.replaceChildren("Not pinned: " + e.message);
+        if (e.detail) out.append(details(e.detail));
+        return;
+      }
+      input.value = res.body.identity;
+      out.className = "status pin-status ok";
+      setText(out, res.body.identity === ref ? "Already pinned: it names a digest." :
+        "Pinned " + ref + " to its digest" + (res.body.platform ? " for " + res.body.platform : "") + ". Save to keep it.");
+    });
+  });
+
   // ---- archive and restore, at the row's revision ----
   document.querySelectorAll("button.archive, button.restore").forEach(function (b) {
-    b.addEventListener("click", async function () {
+    b.addEventListener("click", function () {
+      if (b.classList.contains("restore")) { send(); return; }
+      const name = b.closest("tr").dataset.name;
+      confirmFirst(b, "Archive " + name + "? It is kept for history, but it cannot be assigned or leased until it is restored, and its warm pool is emptied. Leases already running go on.",
+        "Archive " + name, send);
+    });
+    async function send() {
       const id = b.dataset.env;
       const verb = b.classList.contains("archive") ? "archive" : "restore";
       const rev = b.closest("tr").dataset.revision;
@@ -575,7 +645,7 @@
       out.className = "result failed";
       setText(out, (res.status === 412 ? "changed by someone else: reload, then " + verb + " again"
         : "Not " + (verb === "archive" ? "archived" : "restored") + ": " + e.message) + " (" + (e.reason || e.code) + ")");
-    });
+    }
   });
 
   // ---- delete with its blast radius first (UI-5) ----
@@ -1115,7 +1185,11 @@
         if (t.state === "captured") btn("Promote", "promote", function () { templateAction(t.id, "promote"); });
         if (t.state === "superseded") btn("Roll back", "rollback", function () { templateAction(t.id, "rollback"); });
         if (t.state !== "revoked" && t.state !== "deleted" && t.state !== "failed") {
-          btn("Revoke", "revoke", function () { templateAction(t.id, "revoke", { reason: "revoked on the Environments page" }); });
+          btn("Revoke", "revoke", function (ev) {
+            const label = t.name || t.id;
+            confirmFirst(ev.currentTarget, "Revoke " + label + "? It can never be promoted again. If it is the active template, new leases use the environment's configured image (not an earlier template); leases already running go on.",
+              "Revoke " + label, function () { templateAction(t.id, "revoke", { reason: "revoked on the Environments page" }); });
+          });
         }
       });
       const ol = document.getElementById("template-history");
