@@ -13,6 +13,10 @@ import (
 const imageUsage = `usage: envctl image COMMAND [FLAGS]
 
   pin REF [--platform os/arch[/variant]] [--insecure-registry HOST[:PORT]]...
+  load FILE.tar [--name REPO] [--engine HOST]
+                                   put an image saved with 'docker save' into
+                                   a Docker engine that reaches no registry,
+                                   and print its pinned reference
   templates ENV                    the captured templates of an environment
   capture LEASE --name N           capture a live sandbox lease into a template
   promote TEMPLATE                 make it the environment's active template
@@ -60,6 +64,9 @@ type pinned struct {
 func runImage(ctx context.Context, g *globals, args []string) error {
 	if len(args) > 0 && (args[0] == "setup" || args[0] == "session" || args[0] == "terminal") {
 		return runSetup(ctx, g, args)
+	}
+	if len(args) > 0 && args[0] == "load" {
+		return runImageLoad(ctx, g, args[1:])
 	}
 	if len(args) > 0 && args[0] != "pin" {
 		return runTemplates(ctx, g, args)

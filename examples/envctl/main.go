@@ -28,6 +28,7 @@
 //	assign clear KIND [KEY]
 //	assign resolve --company C [--workspace W] [--project P] [--agent A] [--require CAPS]
 //	image pin REF [--platform os/arch] [--insecure-registry HOST]...
+//	image load FILE.tar [--name REPO] [--engine HOST]
 //	image templates ENV | capture LEASE --name N | promote T | rollback T | revoke T [--delete] | history ENV | sweep
 //	image setup ENV [--script FILE] [--interactive] [--name N] [--promote] [--rebuild]
 //	image session show|cancel SESSION | session capture SESSION [--promote] | terminal SESSION
@@ -194,6 +195,8 @@ commands:
                              and the instance default (see 'envctl assign -h')
   image pin REF [--platform os/arch] [--insecure-registry HOST]
                              pin an image tag to repo@sha256:...
+  image load FILE.tar        put an image saved with 'docker save' into a
+                             Docker engine that reaches no registry
   image templates|capture|promote|rollback|revoke|history|sweep
                              custom images: capture a lease, promote it for
                              the environment's leases (see 'envctl image -h')

@@ -251,6 +251,12 @@ func TestEnvironmentsPageInABrowser(t *testing.T) {
 	if s := admin.text("#who"); !strings.Contains(s, `instance_admin "admin"`) {
 		t.Errorf("signed in as %q", s)
 	}
+	// With only the managed local environment saved, the page says what
+	// to do first.
+	if s := admin.text("#start-here"); !strings.Contains(s, "Start here. Only this host is saved") || !strings.Contains(s, "envctl image load image.tar") {
+		t.Errorf("the first page after login: %q", s)
+	}
+	screenshot(t, admin.ctx, "p00-start-here")
 	// The managed local row: no Test button, and no Delete (the library
 	// refuses to delete it: an action that can only fail is not offered);
 	// times relative, exact on hover.

@@ -47,6 +47,10 @@ func TestPageLayoutInABrowser(t *testing.T) {
 		body: map[string]any{"name": "cloud", "driver": "daytona", "config": map[string]any{"api_url": "https://dt.example.test/api",
 			"api_key": "dtn-0123456789abcdef", "snapshot_id": "0b6f3c0e-6d1c-4c8e-9a57-1d2f3e4a5b6c"}}}).decode(t, &cloud)
 	admin, page, _ := imagesPage(t, e)
+	admin.do("the environments", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("envs")))
+	if n := admin.count("#start-here"); n != 0 {
+		t.Errorf("with environments besides the local one the page still says where to start (%d notices)", n)
+	}
 
 	shown := func() []string {
 		t.Helper()

@@ -168,6 +168,12 @@ type envPage struct {
 	XTerm bool
 }
 
+// OnlyLocal reports whether the managed local environment is the only
+// one saved: the page then says what to do first.
+func (p *envPage) OnlyLocal() bool {
+	return len(p.Envs) == 1 && p.Envs[0].Local
+}
+
 // perms are the controls the principal gets; each is asked of the
 // library's authorizer, so that the page shows what the API would allow.
 type perms struct {
