@@ -394,6 +394,35 @@ type ConfigNarrower interface {
 	NarrowedBy(cfg config.Config) Set
 }
 
+// ImageLister is an optional interface that may be implemented by a
+// Driver whose provider keeps the images its schema's ImageField names
+// (Daytona's snapshots, named there by id), so that an operator picks one
+// by name instead of pasting an id. ListImages asks the provider, with cfg
+// (normalized, secrets resolved), for those whose name contains match
+// (case-insensitively; "" for all): at most 200, the most recently used
+// first. It is an explicit action of an operator, never part of a listing,
+// and allocates nothing. If a Driver does not implement it, hosts offer no
+// picker. environment's Catalog.ListImages calls it.
+type ImageLister interface {
+	ListImages(ctx context.Context, cfg config.Config, match string) ([]ImageChoice, error)
+}
+
+// ImageChoice is one image a provider keeps, as ImageLister lists it.
+type ImageChoice struct {
+	// Value is what the schema's ImageField takes to name it (Daytona:
+	// the snapshot's id).
+	Value string `json:"value"`
+	// Name is the provider's name for it.
+	Name string `json:"name"`
+	// Source is the image it was built from, or "".
+	Source string `json:"source,omitempty"`
+	// State is the provider's word for its state ("active", "pending",
+	// "inactive", …).
+	State string `json:"state"`
+	// Usable reports whether a sandbox can be created from it now.
+	Usable bool `json:"usable"`
+}
+
 // PluginReporter is an optional interface that may be implemented by a
 // Driver served by a plugin in its own process (drivers/plugin).
 // PluginInfo returns, without I/O, the plugin's binary, version and pin,

@@ -186,6 +186,8 @@ func missingText[T any]() string {
 		return "no provider health of its own"
 	case *ArchReporter:
 		return "reports no architecture before allocation"
+	case *ImageLister:
+		return "lists no provider images to pick from"
 	}
 	return "does not implement " + strings.TrimPrefix(fmt.Sprintf("%T", (*T)(nil)), "*")
 }

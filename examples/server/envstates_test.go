@@ -271,9 +271,25 @@ func TestDaytonaOnThePageInABrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("f-name"), "cloud"),
 		chromedp.SendKeys(chromedp.ID("cfg-api_url"), srv.URL()),
 		chromedp.SetValue(chromedp.ID("cfg-api_key"), apiKey),
-		chromedp.SendKeys(chromedp.ID("cfg-snapshot_id"), snap.ID),
-		chromedp.SetValue(chromedp.ID("cfg-env"), "ALPHA="+alpha+"\nBETA="+beta),
-		chromedp.Click(chromedp.ID("save")))
+		chromedp.SetValue(chromedp.ID("cfg-env"), "ALPHA="+alpha+"\nBETA="+beta))
+	// The snapshot is picked from the provider's list by name, with the
+	// key as pasted (nothing saved yet), not pasted as a UUID.
+	other, err := srv.CreateSnapshot("other-tools:2.0", "debian:12.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.do("list the snapshots", chromedp.Click(chromedp.CSS(`button.pick-image[data-for="snapshot_id"]`)))
+	admin.waitText("#pick-status-snapshot_id", "2 images, the most recently used first.")
+	if s := admin.text("#pick-snapshot_id"); !strings.Contains(s, "berth-base:1.0 — active, from debian:12.7") || !strings.Contains(s, "other-tools:2.0") {
+		t.Errorf("the snapshot picker lists %q", s)
+	}
+	screenshot(t, admin.ctx, "d00-daytona-snapshot-picker")
+	admin.do("pick berth-base", chromedp.SetValue(chromedp.ID("pick-snapshot_id"), snap.ID), chromedp.Click(chromedp.CSS(`button.use-image[data-for="snapshot_id"]`)))
+	if v, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[string](`document.getElementById("cfg-snapshot_id").value`)); v != snap.ID {
+		t.Errorf("after the pick the snapshot field holds %q, want %s", v, snap.ID)
+	}
+	admin.waitText("#pick-status-snapshot_id", "Chose berth-base:1.0 ("+snap.ID+"). Save to keep it.")
+	admin.do("save", chromedp.Click(chromedp.ID("save")))
 	admin.waitJS(`location.search.includes("saved=1") && document.getElementById("keys-env") !== null`)
 	id, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[string](`document.getElementById("editor").dataset.env`))
 	if s := admin.text("#keys-env"); !strings.Contains(s, "ALPHA: set (version 1)") || !strings.Contains(s, "BETA: set (version 1)") {
@@ -288,6 +304,15 @@ func TestDaytonaOnThePageInABrowser(t *testing.T) {
 		}
 	}
 	screenshot(t, admin.ctx, "d01-daytona-saved")
+	// On the saved environment the picker asks with the stored key.
+	admin.do("list the snapshots again", chromedp.Click(chromedp.CSS(`button.pick-image[data-for="snapshot_id"]`)))
+	admin.waitText("#pick-status-snapshot_id", "2 images")
+	if s := admin.text("#pick-snapshot_id"); !strings.Contains(s, other.Name) {
+		t.Errorf("the saved environment's picker lists %q", s)
+	}
+	if srv.Calls(daytonafake.RouteListSnapshots) != 2 {
+		t.Errorf("the fake served %d snapshot lists, want 2 (one per click)", srv.Calls(daytonafake.RouteListSnapshots))
+	}
 
 	// Test: a sandbox on the fake is reached; Check provider: reachable.
 	row := `tr[data-env="` + id + `"]`

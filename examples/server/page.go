@@ -361,6 +361,10 @@ type fieldRow struct {
 	// Pinnable: the field is the schema's image reference (an OCI
 	// reference), so the editor offers "Pin to digest" beside it.
 	Pinnable bool
+	// Pickable: the field is the schema's image field and the driver
+	// lists its provider's images (drivers.ImageLister), so the editor
+	// offers a picker beside it.
+	Pickable bool
 	Value    string // the current value in the form's text form
 	Checked  bool   // a boolean's current value
 	// A secret field holding a reference shows "set (version N)"; its
@@ -717,7 +721,7 @@ func (s *server) newEditor(d string) *editor {
 	if drv == nil {
 		return ed
 	}
-	ed.Fields = fieldsOf(drv.Schema(), nil)
+	ed.Fields = pickable(fieldsOf(drv.Schema(), nil), drv)
 	ed.SecretEnv = secretMapLabel(ed.Fields)
 	eff := drivers.Effective(drv, 0)
 	ed.Caps, ed.Limits = capNames(eff), limitsOf(eff)
@@ -733,7 +737,7 @@ func (s *server) editorOf(ctx context.Context, p authz.Principal, v *environment
 		Archived: v.Status == environment.StatusArchived, Env: textOf(v.Env), Metadata: textOf(v.Metadata)}
 	if drv := s.driver(v.Driver); drv != nil {
 		if !v.Redacted {
-			ed.Fields = fieldsOf(drv.Schema(), v.Config)
+			ed.Fields = pickable(fieldsOf(drv.Schema(), v.Config), drv)
 			ed.SecretEnv = secretMapLabel(ed.Fields)
 		}
 		eff := drivers.Effective(drv, 0)
@@ -804,6 +808,18 @@ func qualOf(v qualification.View, now time.Time) *qualRow {
 		q.Invalidated = whenOf(*v.InvalidatedAt, now)
 	}
 	return q
+}
+
+// pickable marks the image field of rows Pickable when drv lists its
+// provider's images.
+func pickable(rows []fieldRow, drv drivers.Driver) []fieldRow {
+	if _, err := drivers.DriverAs[drivers.ImageLister](drv); err != nil {
+		return rows
+	}
+	for i := range rows {
+		rows[i].Pickable = rows[i].Name == drv.Schema().ImageField
+	}
+	return rows
 }
 
 // fieldsOf lists sc's fields with cfg's values (nil for a new config).

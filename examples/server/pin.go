@@ -5,6 +5,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/images/resolve"
 )
@@ -65,4 +67,37 @@ func (s *server) pinImage(w http.ResponseWriter, r *http.Request) {
 		out.Platform = res.Platform.String()
 	}
 	s.writeJSON(w, r, http.StatusOK, out)
+}
+
+// listImageChoices serves POST /api/v1/image-choices with {"environment":
+// ID} (an edit form: the saved config asks) or {"driver": D, "config":
+// {…}} (a create form: the config as typed, its secrets pasted), and an
+// optional "match": the images the provider keeps, by name with the value
+// the image field takes (Daytona's snapshots and their ids), the library's
+// Catalog.ListImages. An explicit action of the editor's picker; nothing
+// is saved. 501 for a driver that lists none.
+func (s *server) listImageChoices(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Environment string         `json:"environment"`
+		Driver      string         `json:"driver"`
+		Config      map[string]any `json:"config"`
+		Match       string         `json:"match"`
+	}
+	err := decode(w, r, &body, false)
+	if err == nil && body.Environment == "" && body.Driver == "" {
+		err = invalid("environment", "name the saved environment, or the driver and its config")
+	}
+	var items []drivers.ImageChoice
+	if err == nil {
+		items, err = s.sys.Catalog().ListImages(r.Context(), principalOf(r), environment.ImagesRequest{
+			Environment: body.Environment, Driver: body.Driver, Config: body.Config, Match: body.Match})
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []drivers.ImageChoice{}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items})
 }

@@ -342,6 +342,7 @@ func (s *server) registerRoutes() {
 	s.handle("POST", "/api/v1/environments/{id}/host-key/scan", s.scanHostKey)
 	s.handle("POST", "/api/v1/environments/{id}/host-key/trust", s.trustHostKey)
 	s.handle("POST", "/api/v1/images/pin", s.pinImage)
+	s.handle("POST", "/api/v1/image-choices", s.listImageChoices)
 	s.handle("POST", "/api/v1/sweep", s.sweep)
 	s.handle("GET", "/api/v1/settings", s.getSettings)
 	s.handle("PATCH", "/api/v1/settings", s.patchSettings)

@@ -60,7 +60,12 @@
 //     /snapshots/{id} find an id or a name (404 "Snapshot with name X not
 //     found" otherwise); DELETE takes a UUID only (400) and makes the
 //     snapshot removing, then gone (Knobs.StopDelay), whatever sandboxes
-//     use it: they run on, and creates from it are refused.
+//     use it: they run on, and creates from it are refused. GET
+//     /snapshots pages (page from 1, limit 1-200, default 100), filters by
+//     a case-insensitive partial name and sorts by name, state, lastUsedAt
+//     (default; the fake records no use, so it is null and the order falls
+//     to createdAt descending) or createdAt, asc or desc (default desc);
+//     a value out of range is 400.
 //     POST /sandbox/{id}/snapshot (a name passing IsSafeDisplayString; the
 //     sandbox started or stopped, 400, with no change pending, 409) copies
 //     the sandbox's home directory into a new snapshot, saved active, and

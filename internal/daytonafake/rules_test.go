@@ -2,6 +2,7 @@ package daytonafake_test
 
 import (
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -187,4 +188,49 @@ func TestDeleteSnapshotRules(t *testing.T) {
 		t.Errorf("the sandbox made from the deleted snapshot is %v, want started", got["state"])
 	}
 	c.want("POST", srv.ToolboxProxyURL()+"/"+id+"/process/execute", map[string]any{"command": "true"}, 200)
+}
+
+// GET /snapshots as v0.190.0 serves it: pages of limit (1-200) from page
+// 1, a case-insensitive partial name match, the default order by last use
+// (null here) falling to the newest first, sort by name either way, and
+// 400 for values out of range.
+func TestListSnapshotsPagesFiltersAndSorts(t *testing.T) {
+	t.Parallel()
+	srv, clk, c := newServer(t, daytonafake.Knobs{})
+	for _, n := range []string{"tools-b", "Tools-a", "other"} {
+		clk.Advance(time.Minute)
+		if _, err := srv.CreateSnapshot(n, "debian:12"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(page map[string]any) []string {
+		var out []string
+		for _, it := range page["items"].([]any) {
+			out = append(out, it.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	got := c.want("GET", "/snapshots?name=TOOLS", nil, 200)
+	if n := names(got); !slices.Equal(n, []string{"Tools-a", "tools-b"}) || got["total"] != float64(2) || got["totalPages"] != float64(1) {
+		t.Errorf("name=TOOLS: %v (total %v, pages %v), want the two tools snapshots, newest first", n, got["total"], got["totalPages"])
+	}
+	got = c.want("GET", "/snapshots?name=tools&sort=name&order=asc&limit=1&page=2", nil, 200)
+	if n := names(got); !slices.Equal(n, []string{"tools-b"}) || got["page"] != float64(2) || got["totalPages"] != float64(2) {
+		t.Errorf("sorted by name, page 2 of 1 each: %v (page %v of %v)", n, got["page"], got["totalPages"])
+	}
+	if n := names(c.want("GET", "/snapshots?name=tools&limit=1&page=3", nil, 200)); len(n) != 0 {
+		t.Errorf("a page past the end: %v, want none", n)
+	}
+	for q, msg := range map[string]string{
+		"limit=201":  "limit must not be greater than 200",
+		"limit=0":    "limit must not be less than 1",
+		"page=0":     "page must not be less than 1",
+		"sort=size":  "sort must be one of the following values: name, state, lastUsedAt, createdAt",
+		"order=up":   "order must be one of the following values: asc, desc",
+		"limit=many": "limit must be an integer number",
+	} {
+		if got := c.want("GET", "/snapshots?"+q, nil, 400); got["message"] != msg {
+			t.Errorf("GET /snapshots?%s: %q, want %q", q, got["message"], msg)
+		}
+	}
 }

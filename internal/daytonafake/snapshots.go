@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -357,15 +358,98 @@ func (s *Server) deleteSnapshotHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// listSnapshots is GET /snapshots as v0.190.0 serves it
+// (controllers/snapshot.controller.ts getAllSnapshots,
+// dto/list-snapshots-query.dto.ts, services/snapshot.service.ts): page
+// from 1 (default 1), limit 1-200 (default 100), name a case-insensitive
+// partial match, sort name, state, lastUsedAt (default) or createdAt and
+// order asc or desc (default desc); the answer is PaginatedSnapshots with
+// totalPages = ceil(total/limit). A query value out of range is 400.
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page, limit := 1, 100
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			apiError(w, r, http.StatusBadRequest, "page must not be less than 1")
+			return
+		}
+		page = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			apiError(w, r, http.StatusBadRequest, "limit must be an integer number")
+			return
+		case n < 1:
+			apiError(w, r, http.StatusBadRequest, "limit must not be less than 1")
+			return
+		case n > 200:
+			apiError(w, r, http.StatusBadRequest, "limit must not be greater than 200")
+			return
+		}
+		limit = n
+	}
+	field := q.Get("sort")
+	switch field {
+	case "":
+		field = "lastUsedAt"
+	case "name", "state", "lastUsedAt", "createdAt":
+	default:
+		apiError(w, r, http.StatusBadRequest, "sort must be one of the following values: name, state, lastUsedAt, createdAt")
+		return
+	}
+	desc := true
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		desc = false
+	default:
+		apiError(w, r, http.StatusBadRequest, "order must be one of the following values: asc, desc")
+		return
+	}
+	match := strings.ToLower(q.Get("name"))
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gcSnapshots()
-	items := []map[string]any{}
+	var all []*snapshot
 	for _, sn := range s.snapshots {
-		items = append(items, s.snapshotDTO(sn))
+		if match == "" || strings.Contains(strings.ToLower(sn.name), match) {
+			all = append(all, sn)
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "total": len(items), "page": 1, "totalPages": 1})
+	// The order of v0.190.0 snapshot.service.ts getAllSnapshots: the
+	// field in its direction, nulls last (lastUsedAt is null here: the
+	// fake records no use), then createdAt descending (unless the field
+	// is createdAt). The fake has no general snapshots, which come last.
+	slices.SortStableFunc(all, func(a, b *snapshot) int {
+		c := 0
+		switch field {
+		case "name":
+			c = strings.Compare(a.name, b.name)
+		case "state":
+			c = strings.Compare(a.state, b.state)
+		case "createdAt":
+			c = a.created.Compare(b.created)
+		}
+		if desc {
+			c = -c
+		}
+		if c == 0 && field != "createdAt" {
+			c = b.created.Compare(a.created)
+		}
+		return c
+	})
+	total := len(all)
+	items := []map[string]any{}
+	if from := (page - 1) * limit; from < total {
+		for _, sn := range all[from:min(from+limit, total)] {
+			items = append(items, s.snapshotDTO(sn))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "total": total, "page": page, "totalPages": (total + limit - 1) / limit})
 }
 
 // snapshotSandbox is POST /sandbox/{id}/snapshot as v0.190.0's

@@ -621,6 +621,59 @@
     });
   });
 
+  // ---- pick an image the provider keeps (Daytona's snapshots) ----
+  document.querySelectorAll("button.pick-image").forEach(function (b) {
+    b.addEventListener("click", async function () {
+      const field = b.dataset.for;
+      const out = document.getElementById("pick-status-" + field);
+      const box = document.getElementById("picker-" + field);
+      const sel = document.getElementById("pick-" + field);
+      const body = form.dataset.mode === "create"
+        ? { driver: form.dataset.driver, config: configOf() }
+        : { environment: form.dataset.env };
+      b.disabled = true;
+      out.className = "status pick-status pending";
+      setText(out, "Asking the provider for its images…");
+      const res = await api("POST", "/api/v1/image-choices", body);
+      b.disabled = false;
+      if (res.status !== 200) {
+        const e = errOf(res);
+        out.className = "status pick-status failed";
+        out.replaceChildren("Could not list them: " + e.message);
+        if (e.detail && e.detail !== e.message) out.append(details(e.detail));
+        return;
+      }
+      const items = res.body.items;
+      sel.replaceChildren();
+      items.forEach(function (it) {
+        const o = document.createElement("option");
+        o.value = it.value;
+        o.textContent = it.name + " — " + it.state + (it.usable ? "" : " (not usable now)") + (it.source ? ", from " + it.source : "");
+        o.title = it.value;
+        o.disabled = !it.usable;
+        sel.append(o);
+      });
+      box.hidden = items.length === 0;
+      out.className = "status pick-status";
+      setText(out, items.length === 0 ? "The provider keeps no images for this account." :
+        items.length + " image" + (items.length === 1 ? "" : "s") + ", the most recently used first.");
+      if (items.length) sel.focus();
+    });
+  });
+  document.querySelectorAll("button.use-image").forEach(function (b) {
+    b.addEventListener("click", function () {
+      const field = b.dataset.for;
+      const sel = document.getElementById("pick-" + field);
+      const o = sel.options[sel.selectedIndex];
+      if (!o || o.disabled) return;
+      document.getElementById("cfg-" + field).value = o.value;
+      document.getElementById("picker-" + field).hidden = true;
+      const out = document.getElementById("pick-status-" + field);
+      out.className = "status pick-status ok";
+      setText(out, "Chose " + o.textContent.split(" — ")[0] + " (" + o.value + "). Save to keep it.");
+    });
+  });
+
   // ---- archive and restore, at the row's revision ----
   document.querySelectorAll("button.archive, button.restore").forEach(function (b) {
     b.addEventListener("click", function () {
