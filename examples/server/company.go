@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
@@ -56,6 +58,14 @@ func (e *sse) send(event, id string, v any) error {
 		fmt.Fprintf(e.w, "id: %s\n", id)
 	}
 	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	return e.rc.Flush()
+}
+
+// comment writes an SSE comment line (clients ignore it): a keep-alive.
+func (e *sse) comment(text string) error {
+	if _, err := fmt.Fprintf(e.w, ": %s\n\n", text); err != nil {
 		return err
 	}
 	return e.rc.Flush()
@@ -325,12 +335,79 @@ func (s *server) listLeases(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if wantsEvents(r) {
+		s.streamLeases(w, r, f, ls)
+		return
+	}
 	p, err := paginate(r, ls, func(l *lease.Lease) string { return l.ID })
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, p)
+}
+
+// leasesPoll is how often a lease stream reads the leases again, and
+// leasesKeepAlive how long it may stay silent before it sends a comment
+// (so that a proxy does not close an idle stream).
+const (
+	leasesPoll      = time.Second
+	leasesKeepAlive = 15 * time.Second
+)
+
+// streamLeases serves GET …/leases with Accept: text/event-stream, the
+// page's live Leases section: an event "leases" with the whole list
+// (the same filter, at most 500, as {"items": [...]}) at once and again
+// whenever it changes, read every second; it ends when the client goes,
+// the server shuts down, or a read fails (an event "error" first). It
+// takes one of the principal's stream slots.
+func (s *server) streamLeases(w http.ResponseWriter, r *http.Request, f lease.Filter, first []*lease.Lease) {
+	ev, release, err := s.openEvents(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer release()
+	var last []byte
+	quiet := time.Now()
+	for ls := first; ; {
+		if len(ls) > 500 {
+			ls = ls[:500]
+		}
+		if ls == nil {
+			ls = []*lease.Lease{}
+		}
+		b, _ := json.Marshal(ls)
+		if !bytes.Equal(b, last) {
+			if ev.send("leases", "", struct {
+				Items []*lease.Lease `json:"items"`
+			}{ls}) != nil {
+				return
+			}
+			last, quiet = b, time.Now()
+		} else if time.Since(quiet) >= leasesKeepAlive {
+			if ev.comment("keep-alive") != nil {
+				return
+			}
+			quiet = time.Now()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.closing:
+			return
+		case <-time.After(leasesPoll):
+		}
+		var err error
+		if ls, err = s.sys.Leases().List(r.Context(), principalOf(r), f); err != nil {
+			if r.Context().Err() == nil {
+				ev.send("error", "", struct {
+					Error apiError `json:"error"`
+				}{errorBody(err)})
+			}
+			return
+		}
+	}
 }
 
 // companyLease reads lease {id} of {company}.

@@ -20,6 +20,7 @@ import (
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/internal/testimage"
+	"github.com/berthdev/berth/lease"
 )
 
 // pageSections are the sections of the Environments page's navigation,
@@ -234,6 +235,25 @@ func TestPageLayoutInABrowser(t *testing.T) {
 	if admin.count("#saved-badge") != 0 {
 		t.Error("the page says saved for a revision that is not the environment's")
 	}
+
+	// Live leases: the Leases section follows the server's stream; a
+	// lease acquired elsewhere shows without a reload and goes once it is
+	// released.
+	admin.do("the leases", chromedp.Navigate(page+"?company=acme#leases"), chromedp.WaitVisible(chromedp.ID("leases-table")))
+	admin.waitText("#leases-table tbody", "No live leases.")
+	h, err := e.s.sys.Leases().Acquire(t.Context(), adminPrincipal, lease.AcquireRequest{Company: "acme", EnvironmentID: tuned.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.waitText(`#leases-table tr[data-lease="`+h.ID()+`"]`, "tuned-sandbox-with-a-long-name")
+	admin.waitText("#leases-h", "1 live")
+	admin.waitText(`nav.sections a[data-section="leases"] .count`, "1")
+	screenshot(t, admin.ctx, "layout-live-lease")
+	if _, err := h.Release(t.Context(), lease.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	admin.waitText("#leases-table tbody", "No live leases.")
+	admin.waitText("#leases-h", "0 live")
 
 	// The advanced group opens by keyboard: its summary is reached and
 	// Enter opens it.

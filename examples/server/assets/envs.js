@@ -674,6 +674,67 @@
     });
   });
 
+  // timeOf is a <time> element for an ISO time: "just now", "N min ago"
+  // or "N hours ago", the exact time on hover.
+  function timeOf(iso) {
+    const t = document.createElement("time");
+    t.dateTime = iso;
+    t.title = new Date(iso).toUTCString();
+    const s = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
+    t.textContent = s < 60 ? "just now" : s < 3600 ? Math.round(s / 60) + " min ago" : Math.round(s / 3600) + " hours ago";
+    return t;
+  }
+
+  // ---- live leases: the Leases section, while shown, follows the
+  // server's stream (one of the principal's stream slots, so only then) ----
+  const leasesBody = document.querySelector("#leases-table tbody");
+  const leasesSection = document.getElementById("leases");
+  let leases = null;
+  function followLeases() {
+    const shown = leasesSection && !leasesSection.hidden;
+    if (!shown && leases) { leases.close(); leases = null; }
+    if (!shown || leases || !leasesBody || !window.EventSource) return;
+    const names = {};
+    document.querySelectorAll("tr[data-env]").forEach(function (tr) { names[tr.dataset.env] = tr.dataset.name; });
+    leases = new EventSource(companyPath("/leases?live=true"));
+    leases.addEventListener("leases", function (ev) {
+      const items = JSON.parse(ev.data).items;
+      leasesBody.replaceChildren();
+      items.forEach(function (l) {
+        const tr = leasesBody.insertRow();
+        tr.dataset.lease = l.id;
+        const id = tr.insertCell();
+        id.className = "name";
+        id.textContent = l.id;
+        const cells = [["Environment", names[l.environment] || l.environment], ["Provider", l.provider]];
+        cells.forEach(function (c) {
+          const td = tr.insertCell();
+          td.dataset.label = c[0];
+          td.textContent = c[1];
+        });
+        const st = tr.insertCell();
+        st.dataset.label = "Status";
+        const badge = document.createElement("span");
+        badge.className = "badge";
+        badge.textContent = l.status;
+        st.append(badge);
+        const at = tr.insertCell();
+        at.dataset.label = "Acquired";
+        at.append(timeOf(l.acquiredAt));
+      });
+      if (items.length === 0) {
+        const td = leasesBody.insertRow().insertCell();
+        td.colSpan = 5;
+        td.textContent = "No live leases.";
+      }
+      setText(document.querySelector("#leases-h .summary-note"), items.length + " live");
+      setText(document.querySelector('nav.sections a[data-section="leases"] .count'), String(items.length));
+    });
+  }
+  window.addEventListener("hashchange", followLeases);
+  window.addEventListener("pagehide", function () { if (leases) { leases.close(); leases = null; } });
+  followLeases();
+
   // ---- archive and restore, at the row's revision ----
   document.querySelectorAll("button.archive, button.restore").forEach(function (b) {
     b.addEventListener("click", function () {
@@ -1158,14 +1219,7 @@
     let cursor = 0;      // its events cursor
     let poll = null;
 
-    function when(iso) {
-      const t = document.createElement("time");
-      t.dateTime = iso;
-      t.title = new Date(iso).toUTCString();
-      const s = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
-      t.textContent = s < 60 ? "just now" : s < 3600 ? Math.round(s / 60) + " min ago" : Math.round(s / 3600) + " hours ago";
-      return t;
-    }
+    const when = timeOf;
 
     async function loadActive() {
       const res = await api("GET", envPath);
