@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,8 +161,31 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	// The lists settle (the pointer's history is written last).
 	admin.waitJS(`document.querySelectorAll("#template-history li").length === 2`)
 	screenshot(t, admin.ctx, "img-05-scripted")
+
 	storyState(t, admin.ctx, "scripted setup", "#session-state", "captured and promoted")
 	storyState(t, admin.ctx, "setup progress", "#session-events", "step 1/1")
+
+	// A change of the environment's target detaches both templates (one
+	// source): Roll back could only fail, so it is off and the row says
+	// why; the target put back makes it possible again.
+	setRegion := func(region string) {
+		t.Helper()
+		v := e.getEnv(t, env.ID)
+		e.must(t, http.StatusOK, call{method: "PATCH", path: "/api/v1/environments/" + env.ID, token: tokAdmin,
+			header: map[string]string{"If-Match": `"` + strconv.FormatInt(v.Revision, 10) + `"`},
+			body:   map[string]any{"config": map[string]any{"region": region}}})
+		admin.do("reload the images", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("images-panel")))
+	}
+	rollback := `#templates tr[data-template="` + first + `"] button.rollback`
+	setRegion("eu-west-9")
+	admin.waitText("#drift", "detached")
+	admin.waitJS(`document.querySelector('` + rollback + `').disabled`)
+	admin.waitText(`#templates tr[data-template="`+first+`"] .why-not`, "Cannot be promoted again: the environment's image, target or account changed since this capture.")
+	screenshot(t, admin.ctx, "img-05b-detached-rollback-off")
+	setRegion("local-1")
+	admin.waitText("#drift", "relinked")
+	admin.waitJS(`!document.querySelector('` + rollback + `').disabled && document.querySelector('#templates .why-not') === null`)
+
 	admin.do("roll back", chromedp.Click(chromedp.CSS(`#templates tr[data-template="`+first+`"] button.rollback`)))
 	admin.waitText("#templates-status", "rollback: "+first+" is active")
 	admin.waitText("#active-id", first)

@@ -1234,6 +1234,26 @@
         const note = document.getElementById("drift-note-" + k);
         if (note) note.hidden = d.dataset.drift !== k;
       });
+      // Detached: the image, target or account changed since the active
+      // template's capture, so it and every template captured from the
+      // same source can only fail to be promoted or rolled back to: those
+      // controls are off, and the row says why.
+      const activeRow = at ? document.querySelector('#templates tr[data-template="' + at.id + '"]') : null;
+      const stale = at && at.drift === "detached" && activeRow ? activeRow.dataset.source : null;
+      document.querySelectorAll("#templates tr[data-template]").forEach(function (tr) {
+        const blocked = stale !== null && stale !== "" && tr.dataset.source === stale;
+        const acts = tr.querySelectorAll("button.promote, button.rollback");
+        acts.forEach(function (b) { b.disabled = blocked; });
+        let why = tr.querySelector(".why-not");
+        if (blocked && acts.length && !why) {
+          why = document.createElement("p");
+          why.className = "why-not help";
+          why.textContent = "Cannot be promoted again: the environment's image, target or account changed since this capture. Capture a new template.";
+          tr.querySelector(".tpl-state").append(why);
+        } else if (!blocked && why) {
+          why.remove();
+        }
+      });
     }
 
     async function templateAction(id, verb, body) {
@@ -1273,6 +1293,7 @@
       tl.body.items.forEach(function (t) {
         const tr = tb.insertRow();
         tr.dataset.template = t.id;
+        tr.dataset.source = t.sourceFingerprint || "";
         tr.insertCell().textContent = (t.name ? t.name + " " : "") + "(" + t.id + ")";
         const stc = tr.insertCell();
         stc.className = "tpl-state";
