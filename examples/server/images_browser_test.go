@@ -136,6 +136,11 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	admin.waitText("#drift", "relinked")
 	admin.waitText("#templates .tpl-state", "active")
 	admin.waitText("#template-history", "promote none →")
+	// Templates go by name, the id small beside it.
+	admin.waitText("#active-name", "by-hand")
+	if s := admin.text("#templates .tpl-name"); s != "by-hand" {
+		t.Errorf("the template's name cell reads %q", s)
+	}
 	if s := admin.text("#term-status"); !strings.Contains(s, "closes") && !strings.Contains(s, "ended") {
 		t.Errorf("after the capture the terminal status is %q", s)
 	}

@@ -1225,6 +1225,7 @@
       const res = await api("GET", envPath);
       if (res.status !== 200) return;
       const at = res.body.activeTemplate;
+      setText(document.getElementById("active-name"), at ? names[at.id] || "" : "");
       setText(document.getElementById("active-id"), at ? at.id : "none (leases start from the configured image)");
       const d = document.getElementById("drift");
       d.dataset.drift = at ? at.drift : "none";
@@ -1270,6 +1271,7 @@
     }
 
     let renderedKey = "";
+    const names = {}; // template id -> name, from the last list
     async function loadTemplates() {
       const tb = document.querySelector("#templates tbody");
       const [tl, hl] = await Promise.all([api("GET", envPath + "/templates"), api("GET", envPath + "/template-history")]);
@@ -1294,7 +1296,18 @@
         const tr = tb.insertRow();
         tr.dataset.template = t.id;
         tr.dataset.source = t.sourceFingerprint || "";
-        tr.insertCell().textContent = (t.name ? t.name + " " : "") + "(" + t.id + ")";
+        // The name first; the id, which names it in the API and envctl,
+        // small beside it and selectable for a copy.
+        const nc = tr.insertCell();
+        const nm = document.createElement("strong");
+        nm.className = "tpl-name";
+        nm.textContent = t.name || "unnamed";
+        const tid = document.createElement("code");
+        tid.className = "tpl-id";
+        tid.title = "template id";
+        tid.textContent = t.id;
+        nc.append(nm, " ", tid);
+        names[t.id] = t.name || "";
         const stc = tr.insertCell();
         stc.className = "tpl-state";
         stc.textContent = t.state + (t.failureReason ? ": " + t.failureReason : "") + (t.deleteNote ? " (" + t.deleteNote + ")" : "");
