@@ -24,6 +24,10 @@ func init() {
 	}
 	leasehook.ImageIdentity = func(h any, ctx context.Context) (images.Identity, error) { return h.(*Handle).imageIdentity(ctx) }
 	leasehook.Kind = func(h any) drivers.Kind { return h.(*Handle).kind() }
+	leasehook.Isolation = func(h any) drivers.Isolation {
+		hd := h.(*Handle)
+		return drivers.IsolationOf(hd.driver, hd.lease.Config)
+	}
 	leasehook.Files = func(h any) (drivers.Files, error) {
 		hd := h.(*Handle)
 		f, err := capability(hd, drivers.SandboxAs[drivers.Files])

@@ -213,7 +213,7 @@ func (c *Controller) Attach(ctx context.Context, p authz.Principal, h *lease.Han
 		}
 	}
 	// CFG-9: no run starts while the instance settings refuse the target.
-	if err := c.admit(ctx, l.Provider, leasehook.Kind(h) == drivers.KindHost); err != nil {
+	if err := c.admitLease(ctx, l, h); err != nil {
 		return fail(err)
 	}
 	progress := func(s AttachStage) {

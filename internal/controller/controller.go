@@ -535,15 +535,43 @@ func (c *Controller) await(ctx context.Context, ch <-chan struct{}) error {
 // instance.ErrManagedSandboxOnly and drivers.ErrUnavailable. A failing
 // settings read is returned, never taken as "enabled".
 func (c *Controller) admit(ctx context.Context, provider string, host bool) error {
+	_, err := c.settings(ctx, provider, host)
+	return err
+}
+
+// admitLease is admit for the lease of handle h, which also holds the
+// level its driver declares for the lease's config to the minimum in force
+// now (instance.Settings.Minimum): a lease acquired before an instance
+// admin raised the minimum starts no new run below it (the reason
+// isolation_below_minimum, wrapping drivers.ErrUnavailable). An
+// environment's requireIsolation raised after the acquisition is not
+// checked here: the next acquisition is.
+func (c *Controller) admitLease(ctx context.Context, l *lease.Lease, h any) error {
+	s, err := c.settings(ctx, l.Provider, leasehook.Kind(h) == drivers.KindHost)
+	if err != nil || s == nil {
+		return err
+	}
+	if declared, minimum := leasehook.Isolation(h), s.Minimum(); declared < minimum {
+		return &errcode.Error{Code: errcode.Unavailable, Reason: "isolation_below_minimum",
+			Message: fmt.Sprintf("Lease %s on %s has isolation %s, below the minimum %s the instance settings require now: release it and acquire a target that isolates more.", l.ID, l.Provider, declared, minimum),
+			Err: fmt.Errorf("lease %s: driver %s declares isolation %s for its config, below the instance's minimum %s: %w",
+				l.ID, l.Provider, declared, minimum, drivers.ErrUnavailable)}
+	}
+	return nil
+}
+
+// settings reads the instance settings and admits provider by them (see
+// admit); nil settings without Options.Settings.
+func (c *Controller) settings(ctx context.Context, provider string, host bool) (*instance.Settings, error) {
 	if c.o.Settings == nil {
-		return nil
+		return nil, nil
 	}
 	s, err := c.o.Settings.Current(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.Admit(provider, host); err != nil {
-		return fmt.Errorf("%w: %w", err, drivers.ErrUnavailable)
+		return nil, fmt.Errorf("%w: %w", err, drivers.ErrUnavailable)
 	}
-	return nil
+	return &s, nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/berthdev/berth/authz"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
-	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/prp"
 	"github.com/berthdev/berth/internal/prpwire"
 	"github.com/berthdev/berth/lease"
@@ -143,7 +142,7 @@ func (c *Controller) startPoolRunner(ctx context.Context, h *lease.Handle) error
 	case !poolMember(l):
 		return fail(errors.New("the lease is not a warm-pool member of the instance"))
 	}
-	if err := c.admit(ctx, l.Provider, leasehook.Kind(h) == drivers.KindHost); err != nil {
+	if err := c.admitLease(ctx, l, h); err != nil {
 		return fail(err)
 	}
 	if err := c.launchPoolRunner(ctx, h, l, poolRun(l.ID), ""); err != nil {
@@ -229,7 +228,7 @@ func (c *Controller) reconnectPoolRunner(ctx context.Context, h *lease.Handle) e
 	if l.Runner == nil || !poolMember(l) || l.Status != lease.StatusPooled {
 		return fail(errors.New("the lease is not a pooled runner member of the instance"))
 	}
-	if err := c.admit(ctx, l.Provider, leasehook.Kind(h) == drivers.KindHost); err != nil {
+	if err := c.admitLease(ctx, l, h); err != nil {
 		return fail(err)
 	}
 	s, err := c.poolSession(ctx, l.ID)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/instancehook"
@@ -72,5 +73,38 @@ func TestDisabledEnvironmentsRefuseAttachAndStart(t *testing.T) {
 	l, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy})
 	if err != nil || l.Cleanup != "confirmed" {
 		t.Errorf("Release while disabled = %+v, %v; want a confirmed cleanup", l, err)
+	}
+}
+
+// Issue 56: a minimum isolation raised after a lease's acquisition holds
+// for the runs that start after it: Attach of that lease is refused with
+// the reason isolation_below_minimum, naming the lease, its level and the
+// minimum; lowered again, Attach works.
+func TestRaisedMinimumIsolationRefusesAttachOfAnEarlierLease(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hs, hr := instancehook.New(instance.NewMemoryStore(), instancehook.Options{})
+	svc, reader := hs.(*instance.Service), hr.(instance.Reader)
+	setMin := func(l drivers.Isolation) {
+		t.Helper()
+		if _, err := svc.Update(ctx, leaseOperator, instance.AnyRevision, func(c *instance.Settings) error { c.MinimumIsolation = l; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := newLeaseWorldWith(t, time.Minute, serverOptions{Options: controller.Options{Settings: reader}})
+	h := w.acquire(t)
+	setMin(drivers.IsolationGVisor)
+	_, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{})
+	if !errors.Is(err, drivers.ErrUnavailable) || errcode.ReasonOf(err) != "isolation_below_minimum" ||
+		!strings.Contains(err.Error(), h.ID()) || !strings.Contains(err.Error(), "below the instance's minimum gvisor") {
+		t.Fatalf("Attach after the minimum was raised = %v, want isolation_below_minimum naming the lease and the minimum", err)
+	}
+	setMin(drivers.IsolationNone)
+	if _, err := w.s.c.Attach(ctx, leaseOperator, h, controller.AttachRequest{}); err != nil {
+		t.Fatalf("Attach with the minimum lowered again: %v", err)
+	}
+	if _, err := h.Release(ctx, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
+		t.Errorf("Release: %v", err)
 	}
 }

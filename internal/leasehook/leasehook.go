@@ -226,6 +226,13 @@ var (
 	// driver up (System.Drivers().Lookup(Lease.Provider)).
 	Kind func(h any) drivers.Kind
 
+	// Isolation is the level the driver of h (a *lease.Handle) declares
+	// for the lease's config (drivers.IsolationOf, no I/O). The runner
+	// controller checks it against the minimum in force when a runner
+	// attaches, so that a minimum raised after the acquisition holds for
+	// the runs that start after it.
+	Isolation func(h any) drivers.Isolation
+
 	// Fingerprint returns the reuse fingerprint that a lease of env (on
 	// driver d) acquired now records (Lease.Fingerprint, LEASE-4), with the
 	// active template's identity as the image while the template applies
