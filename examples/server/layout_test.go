@@ -66,11 +66,22 @@ func TestPageLayoutInABrowser(t *testing.T) {
 	}
 	// noSidewaysScroll fails the test if the page is wider than the
 	// viewport.
+	// It measures until the page fits or five seconds pass (a page that
+	// the script is still filling, or whose style sheet is still coming
+	// on a loaded machine, may be wide for a moment; the bound only ends
+	// the wait).
 	noSidewaysScroll := func(what string) {
 		t.Helper()
-		w, err := chromedp.Run(admin.ctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`))
-		if err != nil {
-			t.Fatal(err)
+		var w []int
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var err error
+			w, err = chromedp.Run(admin.ctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w[0] <= w[1] || time.Now().After(deadline) {
+				break
+			}
 		}
 		if w[0] > w[1] {
 			wide, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("main *")).filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && e.checkVisibility()).slice(0, 5).map(e => e.tagName + "#" + e.id + "." + e.className)`))
