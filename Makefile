@@ -196,20 +196,29 @@ $(VULNDB)/index/db.json:
 	rm -rf $(VULNDB); mv $(VULNDB).tmp $(VULNDB)
 
 # fuzz runs every fuzz target briefly (seed corpus plus FUZZTIME of new inputs).
-# A run that the fuzzing engine itself aborts (its coordinator timing out a
-# worker on a loaded machine: "context deadline exceeded" with no failing
-# input written) is run once more; a failing input always fails.
+# Each package's fuzzing test binary (coverage-instrumented) is built once
+# (go test -c -fuzz) and run once per target, in the package's directory,
+# with the corpus cache go test -fuzz uses ($GOCACHE/fuzz/PACKAGE): a go test
+# -fuzz per target linked the same binary again for each of its package's
+# targets. A run that the fuzzing engine itself aborts (its coordinator
+# timing out a worker on a loaded machine: "context deadline exceeded" with
+# no failing input written) is run once more; a failing input always fails.
 fuzz:
-	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . || true); do \
-	  dir=$$(dirname $$f); \
-	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	@set -e; bins=$$(mktemp -d); trap 'rm -rf $$bins' EXIT; \
+	fuzzcache=$$($(GO) env GOCACHE)/fuzz; \
+	for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  pkg=$$($(GO) list $$dir); bin=$$bins/$$(echo $$pkg | tr / _).test; \
+	  $(GO) test -c -fuzz . -o $$bin $$dir; \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$dir/*_test.go); do \
 	    echo "fuzz $$dir $$t"; \
 	    log=$$(mktemp); \
-	    if ! $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$dir >$$log 2>&1; then \
+	    run() { (cd $$dir && $$bin -test.run '^$$' -test.fuzz "^$$t$$" -test.fuzztime $(FUZZTIME) \
+	      -test.fuzzcachedir $$fuzzcache/$$pkg -test.paniconexit0 -test.timeout 10m); }; \
+	    if ! run >$$log 2>&1; then \
 	      cat $$log; \
 	      if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
 	        echo "fuzz $$dir $$t: the fuzzing engine timed out a worker; running it once more"; \
-	        $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$dir; \
+	        run; \
 	      else rm -f $$log; exit 1; fi; \
 	    else cat $$log; fi; \
 	    rm -f $$log; \
