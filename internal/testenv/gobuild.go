@@ -29,11 +29,7 @@ import (
 // systems, a copy of) the shared binary, so that what a test writes beside
 // bin (a plugin's manifest) stays its own.
 func GoBuild(bin, pkg string) ([]byte, error) {
-	var flags []string
-	if raceEnabled {
-		flags = append(flags, "-race")
-	}
-	built, out, err := SharedBuild(context.Background(), pkg, nil, flags...)
+	built, out, err := SharedBuild(context.Background(), pkg, nil, goBuildFlags()...)
 	if err != nil {
 		return out, err
 	}
@@ -41,6 +37,15 @@ func GoBuild(bin, pkg string) ([]byte, error) {
 		return nil, err
 	}
 	return nil, nil
+}
+
+// goBuildFlags are the flags GoBuild builds with: -race when this test
+// binary has it.
+func goBuildFlags() []string {
+	if raceEnabled {
+		return []string{"-race"}
+	}
+	return nil
 }
 
 // shared holds this process's shared builds by key: each is run once per
