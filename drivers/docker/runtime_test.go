@@ -3,13 +3,11 @@ package docker_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -222,44 +220,6 @@ var runscPass = []string{
 	"files a planted symlink is not followed",
 }
 
-// subset wraps mk so that only the named subtests of the conformance suite
-// run (the others are skipped, saying so), and fails t at its end when a
-// name matched no subtest (a renamed subtest would drop out silently),
-// unless -run chose subtests.
-func subset(t *testing.T, mk drivertest.HarnessMaker, names []string) drivertest.HarnessMaker {
-	t.Helper()
-	var mu sync.Mutex
-	want := map[string]bool{} // escaped subtest name -> seen
-	for _, n := range names {
-		want[strings.ReplaceAll(n, " ", "_")] = false
-	}
-	t.Cleanup(func() {
-		if f := flag.Lookup("test.run"); f != nil && strings.Contains(f.Value.String(), "/") {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for n, seen := range want {
-			if !seen && !t.Skipped() {
-				t.Errorf("the subset names %q, which no conformance subtest is called", n)
-			}
-		}
-	})
-	return func(ctx context.Context, tb testing.TB) (drivertest.Harness, error) {
-		name := strings.TrimPrefix(tb.Name(), t.Name()+"/")
-		mu.Lock()
-		_, ok := want[name]
-		if ok {
-			want[name] = true
-		}
-		mu.Unlock()
-		if !ok {
-			tb.Skip("not in this pass's subset of the conformance suite")
-		}
-		return mk(ctx, tb)
-	}
-}
-
 // runscParallel is the parallel subtest's width under runsc (issue 56).
 const runscParallel = 4
 
@@ -297,7 +257,7 @@ func TestConformanceRunsc(t *testing.T) {
 	if _, err := sb.Release(ctx, drivers.Destroy); err != nil {
 		t.Fatal(err)
 	}
-	drivertest.RunConformanceTests(t, subset(t, func(_ context.Context, _ testing.TB) (drivertest.Harness, error) {
+	drivertest.RunConformanceTests(t, testenv.Subset(t, func(_ context.Context, _ testing.TB) (drivertest.Harness, error) {
 		return runscHarness{&harness{e: e, cfg: cfg}}, nil
 	}, runscPass))
 }

@@ -58,6 +58,10 @@ func (s *sandbox) lookup(b *box, p string) (*node, error) {
 	return n, nil
 }
 
+// maxPrealloc bounds the buffer PutArchive allocates ahead for one
+// archive entry, whatever size its header claims.
+const maxPrealloc = 256 << 20
+
 // PutArchive extracts r into the in-memory tree under dir.
 func (s *sandbox) PutArchive(ctx context.Context, dir string, r io.Reader) error {
 	dir, err := driverkit.FilePath(s.id, dir)
@@ -82,11 +86,16 @@ func (s *sandbox) PutArchive(ctx context.Context, dir string, r io.Reader) error
 		if err != nil {
 			return invalid(s.id, "an archive it could not read: "+err.Error())
 		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
+		// Read into a buffer of the entry's size (bounded: the header is
+		// the archive's word), not through io.ReadAll's doublings: a
+		// large file (the conformance suite moves 64 MiB) was copied
+		// twice over on its way in.
+		var data bytes.Buffer
+		data.Grow(int(min(max(hdr.Size, 0), maxPrealloc)) + bytes.MinRead)
+		if _, err := data.ReadFrom(tr); err != nil {
 			return err
 		}
-		entries = append(entries, entry{hdr, data})
+		entries = append(entries, entry{hdr, data.Bytes()})
 	}
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
@@ -149,9 +158,45 @@ func (s *sandbox) GetArchive(ctx context.Context, p string, w io.Writer) error {
 	if _, _, err := s.begin(ctx, opFiles); err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	write := func(name string, n *node) error {
+	// The entries are gathered under the lock and written after it,
+	// straight to w: a node's data is never changed in place (a write
+	// makes a new node), and the archive is not held in memory whole.
+	type entry struct {
+		name string
+		n    *node
+	}
+	var entries []entry
+	s.d.mu.Lock()
+	err = func() error {
+		b, ok := s.d.boxes[s.id]
+		if !ok {
+			return notFoundPath(s.id, p)
+		}
+		n, err := s.lookup(b, p)
+		if err != nil {
+			return err
+		}
+		if !n.mode.IsDir() {
+			entries = append(entries, entry{path.Base(p), n})
+			return nil
+		}
+		prefix := p + "/"
+		for _, k := range slices.Sorted(maps.Keys(b.files)) {
+			if p == "." {
+				entries = append(entries, entry{k, b.files[k]})
+			} else if rel, ok := strings.CutPrefix(k, prefix); ok {
+				entries = append(entries, entry{rel, b.files[k]})
+			}
+		}
+		return nil
+	}()
+	s.d.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	for _, e := range entries {
+		name, n := e.name, e.n
 		hdr := &tar.Header{Name: name, Mode: int64(n.mode & fs.ModePerm)}
 		switch {
 		case n.mode.IsDir():
@@ -164,45 +209,11 @@ func (s *sandbox) GetArchive(ctx context.Context, p string, w io.Writer) error {
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}
-		_, err := tw.Write(n.data)
-		return err
-	}
-	s.d.mu.Lock()
-	err = func() error {
-		b, ok := s.d.boxes[s.id]
-		if !ok {
-			return notFoundPath(s.id, p)
-		}
-		n, err := s.lookup(b, p)
-		if err != nil {
+		if _, err := tw.Write(n.data); err != nil {
 			return err
 		}
-		if !n.mode.IsDir() {
-			return write(path.Base(p), n)
-		}
-		prefix := p + "/"
-		for _, k := range slices.Sorted(maps.Keys(b.files)) {
-			if p == "." {
-				if err := write(k, b.files[k]); err != nil {
-					return err
-				}
-			} else if rel, ok := strings.CutPrefix(k, prefix); ok {
-				if err := write(rel, b.files[k]); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}()
-	s.d.mu.Unlock()
-	if err == nil {
-		err = tw.Close()
 	}
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(buf.Bytes())
-	return err
+	return tw.Close()
 }
 
 // ReadDir lists dir of the in-memory tree.

@@ -25,6 +25,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
 	"github.com/berthdev/berth/internal/retry"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // built is the fake plugin binary, built once per test binary, and its
@@ -206,14 +207,73 @@ func faultyPlugin(t testing.TB, name, faults string) plugin.Plugin {
 	return p
 }
 
-// The conformance suite passes on the fake driver served by a plugin:
-// every capability the plugin declares is implemented by the driver the
-// host sees, and none it does not carry is declared.
+// wirePass names the conformance subtests that run through the fake
+// plugin: each one's calls and results cross the plugin boundary in a way
+// of their own (a message or field of the protocol, a stream, the broker),
+// and the fake behind the wire behaves as drivers/fake's TestConformance
+// proves, so a failure here is the wire's. They are the declared
+// capabilities against the generated sandbox and driver types (combos);
+// acquisition with its allocated callback and a cancelled context;
+// commands' fields and results (streams apart, exit codes, env and dir,
+// stdin, the output limit and its truncation flag, ErrReleased after a
+// release, cancellation); concurrent calls over one connection; every
+// failure's code and layer (the error table); release receipts of stop and
+// keep with a resume; list and destroy by id; image identity, capture and
+// delete; streaming exec with stdin, every shared signal, cancellation,
+// Wait's context and the stdin pump's end; the terminal; runner ingress
+// over the broker's bridge; and the files tar streams both ways (64 MiB),
+// with the codes of refused and missing paths.
+//
+// Left out, as the driver's and not the wire's (drivers/fake's
+// TestConformance runs them): a planted symlink (the fake's tree refuses
+// to follow it; through the plugin it is the refusal's code, which the
+// refused paths carry), a resume of an unknown id (TestErrorsCrossTheBoundary
+// checks its code), a KILL alone (the shared set sends it), and the
+// subtests the fake skips (measured isolation, a runner as a host
+// process, the refusal without runner ingress, host keys).
+var wirePass = []string{
+	"capabilities are static and cheap",
+	"declared capabilities equal those of a live sandbox",
+	"acquire exec release",
+	"allocated callback",
+	"acquire honours a cancelled context",
+	"stdout and stderr are kept apart",
+	"exit codes",
+	"env and dir are honoured",
+	"stdin",
+	"output limit truncates",
+	"exec after release",
+	"cancellation stops a running command promptly",
+	"parallel acquire exec release",
+	"error table: unreachable",
+	"error table: bad credentials",
+	"error table: missing credentials",
+	"error table: unknown image",
+	"stop then resume",
+	"keep then resume",
+	"list by labels",
+	"destroy by id is idempotent",
+	"image identity",
+	"stream exec",
+	"stream exec signals are the shared set",
+	"stream exec cancellation",
+	"stream exec Wait honours its context",
+	"stream exec stdin copy ends with the process",
+	"terminal",
+	"capture and delete template",
+	"runner ingress",
+	"files round trip",
+	"files outside the workdir are refused",
+}
+
+// The conformance suite's subtests of wirePass pass on the fake driver
+// served by a plugin: every capability the plugin declares is implemented
+// by the driver the host sees, and none it does not carry is declared.
 func TestConformanceThroughPlugin(t *testing.T) {
 	p := fakePlugin(t)
-	drivertest.RunConformanceTests(t, func(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
+	drivertest.RunConformanceTests(t, testenv.Subset(t, func(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
 		return &harness{d: load(tb, p), tb: tb}, nil
-	})
+	}, wirePass))
 }
 
 // What the plugin declares is what protocol version 1 carries of the

@@ -48,9 +48,9 @@ func (b *bench) stormName() string {
 // A byte lost or stored twice (stored != offered, or a stream's stored
 // output not contiguous) fails the workload.
 func (b *bench) stormRows(t *benchTB) []benchRow {
-	bin, err := runnerload.BuildSim(t.ctx, t.TempDir())
+	bin, out, err := testenv.SharedBuild(t.ctx, runnerload.SimPackage, nil)
 	if err != nil {
-		t.Skipf("no simulated runners: %v", err)
+		t.Skipf("no simulated runners: %v\n%s", err, out)
 	}
 	cfg := b.stormConfig()
 	cfg.SimBinary, cfg.Dir, cfg.StoreURL = bin, t.TempDir(), testenv.Postgres(t)
@@ -97,9 +97,9 @@ func (b *bench) runnersPlanned() []benchRow {
 }
 
 func (b *bench) runnersRows(t *benchTB) []benchRow {
-	bin, err := runnerload.BuildSim(t.ctx, t.TempDir())
+	bin, out, err := testenv.SharedBuild(t.ctx, runnerload.SimPackage, nil)
 	if err != nil {
-		t.Skipf("no simulated runners: %v", err)
+		t.Skipf("no simulated runners: %v\n%s", err, out)
 	}
 	var rows []benchRow
 	for _, st := range []string{"SQLite", "PostgreSQL"} {

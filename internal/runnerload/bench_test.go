@@ -24,9 +24,9 @@ var (
 //	go test -run '^$' -bench Runners -benchtime 1x ./internal/runnerload/ -args -runners.sessions=1000 -runners.duration=60s
 func BenchmarkRunners(b *testing.B) {
 	ctx := context.Background()
-	bin, err := runnerload.BuildSim(ctx, b.TempDir())
+	bin, out, err := testenv.SharedBuild(ctx, runnerload.SimPackage, nil)
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("%v\n%s", err, out)
 	}
 	for b.Loop() {
 		cfg := runnerload.Full

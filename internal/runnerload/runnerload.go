@@ -37,8 +37,8 @@ var operator = authz.Principal{ID: "runnerload", Role: authz.RoleLocalOperator}
 
 // Config is one run of the harness.
 type Config struct {
-	// SimBinary is the simulated runners' program (internal/cmd/runnersim,
-	// BuildSim). Required.
+	// SimBinary is the simulated runners' program (SimPackage, built).
+	// Required.
 	SimBinary string
 	// StoreURL is the System's store: "sqlite:///path" or a PostgreSQL
 	// URL. Required.
@@ -122,22 +122,10 @@ func (r Result) String() string {
 		float64(r.HostRSS)/n/1024, r.SimCPU.Round(time.Millisecond), r.SimRSS>>20, float64(r.DiskWritten)/n/max(r.Elapsed.Minutes(), 1e-9)/1024)
 }
 
-// BuildSim builds internal/cmd/runnersim from this module's source into
-// dir and returns its path.
-func BuildSim(ctx context.Context, dir string) (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("runnerload: no source path")
-	}
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	bin := filepath.Join(dir, "runnersim")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./internal/cmd/runnersim")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("runnerload: build runnersim: %v: %s", err, out)
-	}
-	return bin, nil
-}
+// SimPackage is the simulated runners' process, whose binary is
+// Config.SimBinary: the tests and envctl bench build it with
+// testenv.SharedBuild.
+const SimPackage = "github.com/berthdev/berth/internal/cmd/runnersim"
 
 // Run runs the harness: a System on cfg.StoreURL with the harness's
 // driver (the fake's sandboxes, whose runner ingress is a loopback TCP

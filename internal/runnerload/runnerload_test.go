@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/internal/runnerload"
+	"github.com/berthdev/berth/internal/testenv"
 )
 
 // TestStorm runs the harness at its smallest (StormSmall, on SQLite): 5
@@ -35,9 +36,9 @@ func run(t *testing.T, cfg runnerload.Config) runnerload.Result {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin, err := runnerload.BuildSim(ctx, t.TempDir())
+	bin, out, err := testenv.SharedBuild(ctx, runnerload.SimPackage, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, out)
 	}
 	cfg.SimBinary = bin
 	cfg.StoreURL = "sqlite://" + filepath.Join(t.TempDir(), "load.db")

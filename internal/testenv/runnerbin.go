@@ -1,90 +1,42 @@
 package testenv
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 )
 
-var runnerBin struct {
-	once sync.Once
-	dir  string // a temporary directory to remove, when not the shared one
-	path string
-	err  error
-	out  string
-}
-
 // RunnerBinary builds the reference runner (cmd/berth-runner), static
-// (CGO_ENABLED=0), and returns its path. The test binaries of a module
-// share one build: `go build -o` into a directory of the user's cache
-// named for the module's directory and the Go version, under a lock file
-// there, so that concurrent test binaries build it one at a time and each
-// after the first finds it up to date (go build leaves a target whose build
-// ID matches its sources untouched, and relinks it when they changed). It
-// is built once per test binary at most; without a user cache directory it
+// (CGO_ENABLED=0), and returns its path: a SharedBuild, so the test
+// binaries of a run share one build. Without a user cache directory it
 // goes to a temporary directory, which RemoveRunnerBinary removes (call it
 // from TestMain after m.Run).
 func RunnerBinary(t testing.TB) string {
 	t.Helper()
-	b := &runnerBin
-	b.once.Do(func() {
-		dir, unlock, err := runnerCacheDir()
-		if err != nil {
-			if b.dir, b.err = os.MkdirTemp("", "berth-runner-bin-"); b.err != nil {
-				return
-			}
-			dir, unlock = b.dir, func() {}
-		}
-		defer unlock()
-		b.path = filepath.Join(dir, "berth-runner")
-		cmd := exec.Command("go", "build", "-o", b.path, "github.com/berthdev/berth/cmd/berth-runner")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err, b.out = err, string(out)
-		}
-	})
-	if b.err != nil {
-		t.Fatalf("testenv: build the runner: %v\n%s", b.err, b.out)
+	path, out, err := SharedBuild(context.Background(), "github.com/berthdev/berth/cmd/berth-runner", []string{"CGO_ENABLED=0"})
+	if err != nil {
+		t.Fatalf("testenv: build the runner: %v\n%s", err, out)
 	}
-	return b.path
+	return path
 }
 
-// runnerCacheDir returns the shared directory of the runner's build, locked
-// until unlock is called.
-func runnerCacheDir() (dir string, unlock func(), err error) {
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", nil, err
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", nil, err
-	}
-	h := sha256.Sum256([]byte(root + "\x00" + runtime.Version()))
-	dir = filepath.Join(cache, "berth-test", "runner-"+hex.EncodeToString(h[:8]))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return "", nil, err
-	}
-	return dir, func() { f.Close() }, nil
-}
-
-// moduleRoot returns the directory of the go.mod above the working
-// directory (a test binary runs in its package's directory).
+// moduleRoot returns the directory of berth's module, from this file's
+// source path (so that a shared build works from any directory, as envctl
+// bench runs), or else the go.mod above the working directory (a test
+// binary runs in its package's directory).
 func moduleRoot() (string, error) {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			return root, nil
+		}
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -101,12 +53,15 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// RemoveRunnerBinary removes what RunnerBinary built in a temporary
-// directory, if anything (the shared build stays, as a cache).
+// RemoveRunnerBinary removes what RunnerBinary and SharedBuild built in a
+// temporary directory, if anything (the shared builds stay, as a cache).
 func RemoveRunnerBinary() {
-	if runnerBin.dir != "" {
-		os.RemoveAll(runnerBin.dir)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	for _, d := range shared.temps {
+		os.RemoveAll(d)
 	}
+	shared.temps = nil
 }
 
 // StartRunner starts the reference runner (RunnerBinary) with args and the
