@@ -60,6 +60,9 @@ PROTOC_GEN_GO_GRPC  := $(TOOLS)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)
 # modules and a 4.7 GB build cache; nothing once built.
 KUBERNETES_VERSION  := v1.37.2
 KUBERNETES_BIN      := $(TOOLS)/kubernetes-$(KUBERNETES_VERSION)-$(GOVERSION)
+# The tests find the binaries under BERTH_TOOLS (default: the same default
+# as TOOLS), so that TOOLS= moves them for the tests too.
+export BERTH_TOOLS  := $(TOOLS)
 
 .PHONY: test prereqs build build-local vet lint vulncheck fuzz bench proto protogen kubernetes
 

@@ -86,7 +86,7 @@ func newPKI(dir string) (*pki, error) {
 			ips: append(loopback, net.IPv4(10, 96, 0, 1))},
 		{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}},
 		{name: "admin", cn: "berth-admin", orgs: []string{"system:masters"}},
-		{name: "controller-manager", cn: "system:kube-controller-manager"},
+		{name: "controller-manager", cn: "system:kube-controller-manager", orgs: []string{"system:masters"}}, // its controllers run as itself (no service-account credentials)
 		{name: "scheduler", cn: "system:kube-scheduler"},
 		{name: "kubelet-client", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}},
 		{name: "kubelet", cn: "system:node:" + NodeName, server: true, dns: []string{NodeName}, ips: loopback},

@@ -51,9 +51,10 @@ type Cluster struct {
 	api        *apiClient
 	lock       *os.File
 
-	mu      sync.Mutex
-	procs   []*process
-	stopped bool
+	mu       sync.Mutex
+	procs    []*process
+	lastNode string // the node's taints and conditions when last read
+	stopped  bool
 }
 
 // missingError is a component the cluster needs that this machine lacks:
@@ -174,10 +175,12 @@ func (c *Cluster) KubeconfigPath() string { return c.dir.kubeconfig("admin") }
 // Docker's), for ctr --address.
 func (c *Cluster) ContainerdSocket() string { return c.dir.socket() }
 
-// binDir finds the Kubernetes binaries in the tools cache: built with this
-// Go version if there, else with any (they are programs, not libraries).
+// binDir finds the Kubernetes binaries in the tools cache ($BERTH_TOOLS,
+// which the Makefile sets to its TOOLS, or the user cache's berth-tools):
+// built with this Go version if there, else with any (they are programs,
+// not libraries).
 func binDir() (string, error) {
-	tools := os.Getenv("TOOLS")
+	tools := os.Getenv("BERTH_TOOLS")
 	if tools == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
@@ -271,16 +274,19 @@ func start(logf func(string, ...any)) (_ *Cluster, err error) {
 	}
 	defer func() {
 		if err != nil {
-			if errs := c.Stop(); len(errs) > 0 {
+			if kept, kerr := keepLogs(c.dir); kerr == nil {
+				err = fmt.Errorf("%w (the components' logs are kept in %s)", err, kept)
+			}
+			if errs, _ := c.shutdown(); len(errs) > 0 {
 				err = fmt.Errorf("%w; its teardown: %v", err, errors.Join(errs...))
 			}
 		}
 	}()
 	if err := c.bringUp(ctx); err != nil {
 		if perr := c.exited(); perr != nil {
-			return c, fmt.Errorf("start the cluster: %w; %v", err, perr)
+			return nil, fmt.Errorf("start the cluster: %w; %v", err, perr)
 		}
-		return c, fmt.Errorf("start the cluster: %w", err)
+		return nil, fmt.Errorf("start the cluster: %w; the end of the kubelet's log:\n%s", err, c.logTail("kubelet", 30))
 	}
 	logf("kubecluster: Kubernetes %s Ready in %s (binaries %s, files %s)", Version, time.Since(began).Round(time.Millisecond), bin, base)
 	return c, nil
@@ -341,6 +347,14 @@ func (c *Cluster) bringUp(ctx context.Context) error {
 		"--profiling=false"); err != nil {
 		return err
 	}
+	// The controller manager and the scheduler once the API server is
+	// ready: they exit when RBAC's bootstrap roles are not there yet.
+	if err := c.waitFor(ctx, "the API server's /readyz", func() (bool, error) {
+		code, _, err := c.api.do(ctx, "GET", "/readyz", nil)
+		return err == nil && code == 200, nil
+	}); err != nil {
+		return err
+	}
 	for _, comp := range []struct{ name, kubeconfig, port string }{
 		{"kube-controller-manager", "controller-manager", "10257"}, {"kube-scheduler", "scheduler", "10259"},
 	} {
@@ -373,14 +387,10 @@ func (c *Cluster) bringUp(ctx context.Context) error {
 		"--hostname-override", NodeName, "--root-dir", d.kubeletRoot(), "--cert-dir", d.path("kubelet-pki")); err != nil {
 		return err
 	}
-	if err := c.waitFor(ctx, "the API server's /readyz", func() (bool, error) {
-		code, _, err := c.api.do(ctx, "GET", "/readyz", nil)
-		return err == nil && code == 200, nil
-	}); err != nil {
-		return err
-	}
 	if err := c.waitFor(ctx, "node "+NodeName+" Ready without taints", c.nodeReady(ctx)); err != nil {
-		return err
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return fmt.Errorf("%w (the node had %s)", err, c.lastNode)
 	}
 	return c.waitFor(ctx, "the default service account", func() (bool, error) {
 		code, _, err := c.api.do(ctx, "GET", "/api/v1/namespaces/default/serviceaccounts/default", nil)
@@ -407,6 +417,9 @@ func (c *Cluster) nodeReady(ctx context.Context) func() (bool, error) {
 		if err := json.Unmarshal(body, &node); err != nil {
 			return false, err
 		}
+		c.mu.Lock()
+		c.lastNode = fmt.Sprintf("taints %v, conditions %v", node.Spec.Taints, node.Status.Conditions)
+		c.mu.Unlock()
 		if len(node.Spec.Taints) > 0 {
 			return false, nil
 		}
@@ -452,26 +465,35 @@ func (c *Cluster) waitFor(ctx context.Context, what string, cond func() (bool, e
 // return nil. Start's cleanup and Main call it; a test calls it itself
 // only to check the host after it.
 func (c *Cluster) Stop() []error {
+	errs, stopped := c.shutdown()
+	if stopped {
+		inProcess.Unlock()
+	}
+	return errs
+}
+
+// shutdown is Stop but for the in-process lock, which the caller releases
+// when stopped (the first call).
+func (c *Cluster) shutdown() (errs []error, stopped bool) {
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
-		return nil
+		return nil, false
 	}
 	c.stopped = true
 	procs := append([]*process(nil), c.procs...)
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	errs := c.teardown(ctx, procs)
+	errs = c.teardown(ctx, procs)
 	c.mu.Lock()
 	lock := c.lock
 	c.lock = nil
 	c.mu.Unlock()
 	if lock != nil {
 		unlock(lock)
-		inProcess.Unlock()
 	}
-	return errs
+	return errs, true
 }
 
 func (c *Cluster) teardown(ctx context.Context, procs []*process) []error {
@@ -587,4 +609,24 @@ func recoverStale(ctx context.Context, logf func(string, ...any)) error {
 		return fmt.Errorf("clean up after a dead cluster in %s: %w", st.Base, errors.Join(errs...))
 	}
 	return os.Remove(statePath)
+}
+
+// keepLogs copies the components' logs out of the cluster's directory
+// (which the teardown removes) into a new temporary directory.
+func keepLogs(d layout) (string, error) {
+	kept, err := os.MkdirTemp("", "berth-kubecluster-logs-")
+	if err != nil {
+		return "", err
+	}
+	logs, _ := filepath.Glob(d.path("logs", "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(kept, filepath.Base(l)), b, 0o600); err != nil {
+			return "", err
+		}
+	}
+	return kept, nil
 }
