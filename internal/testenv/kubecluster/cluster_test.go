@@ -44,66 +44,36 @@ func TestClusterRunsAPodAndPutsTheHostBack(t *testing.T) {
 		if err := remote.Write(tag, img); err != nil {
 			t.Fatal(err)
 		}
-		ref := reg.Host + "/kubecluster/sleeper@" + digest.String()
 		ns := c.Namespace(t, "kubecluster")
-		pods := "/api/v1/namespaces/" + ns + "/pods"
-		began := time.Now()
-		code, body, err := c.Do(ctx, "POST", pods, map[string]any{
-			"apiVersion": "v1", "kind": "Pod",
-			"metadata": map[string]any{"name": "sleeper"},
-			"spec": map[string]any{
-				"automountServiceAccountToken":  false,
-				"terminationGracePeriodSeconds": 0,
-				"containers": []any{map[string]any{
-					"name": "sleeper", "image": ref, "imagePullPolicy": "IfNotPresent",
-				}},
-			},
-		})
-		if err != nil || code != http.StatusCreated {
-			t.Fatalf("create the pod: %v %v", err, apiError("POST "+pods, code, body))
-		}
-		var pod struct {
-			Status struct {
-				Phase             string `json:"phase"`
-				ContainerStatuses []struct {
-					ImageID string `json:"imageID"`
-				} `json:"containerStatuses"`
-			} `json:"status"`
-		}
-		err = c.waitFor(ctx, "the pod Running", func() (bool, error) {
-			code, body, err := c.Do(ctx, "GET", pods+"/sleeper", nil)
-			if err != nil || code != http.StatusOK {
-				return false, err
-			}
-			if err := json.Unmarshal(body, &pod); err != nil {
-				return false, err
-			}
-			if pod.Status.Phase == "Failed" {
-				return false, apiError("the pod failed", code, body)
-			}
-			return pod.Status.Phase == "Running", nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		running := time.Since(began)
-		if got := pod.Status.ContainerStatuses[0].ImageID; !strings.HasSuffix(got, "@"+digest.String()) {
-			t.Errorf("the container's imageID is %q, want it to end in @%s", got, digest)
+		running, deleted, imageID := runPod(ctx, t, c, ns, reg.Host+"/kubecluster/sleeper@"+digest.String(), "IfNotPresent")
+		if !strings.HasSuffix(imageID, "@"+digest.String()) {
+			t.Errorf("the container's imageID is %q, want it to end in @%s", imageID, digest)
 		}
 		if reg.ManifestGets() == 0 {
 			t.Errorf("the registry served no manifest: the image did not come from it")
 		}
-		began = time.Now()
-		if code, body, err := c.Do(ctx, "DELETE", pods+"/sleeper", map[string]any{"gracePeriodSeconds": 0}); err != nil || code != http.StatusOK {
-			t.Fatalf("delete the pod: %v %v", err, apiError("DELETE", code, body))
-		}
-		if err := c.waitFor(ctx, "the pod NotFound", func() (bool, error) {
-			code, _, err := c.Do(ctx, "GET", pods+"/sleeper", nil)
-			return err == nil && code == http.StatusNotFound, nil
-		}); err != nil {
+		t.Logf("create to Running (pull included): %s; delete to NotFound: %s", running, deleted)
+	})
+
+	t.Run("an imported image runs by digest", func(t *testing.T) {
+		prog, err := os.ReadFile(c.dir.path("pause"))
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("create to Running (pull included): %s; delete to NotFound: %s", running.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+		img, err := FileImage(map[string][]byte{"sleeper": prog, "marker": []byte(t.Name())}, []string{"/sleeper"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ImportImage(ctx, "berth.local/kubecluster/imported:1", img); err != nil {
+			t.Fatal(err)
+		}
+		ns := c.Namespace(t, "kubecluster")
+		running, deleted, _ := runPod(ctx, t, c, ns, "berth.local/kubecluster/imported@"+digest.String(), "Never")
+		t.Logf("create to Running: %s; delete to NotFound: %s", running, deleted)
 	})
 
 	t.Run("stop puts the host back as it was", func(t *testing.T) {
@@ -139,4 +109,66 @@ func TestClusterRunsAPodAndPutsTheHostBack(t *testing.T) {
 			t.Errorf("the machine-wide lock is still held after stop")
 		}
 	})
+}
+
+// runPod creates a pod of image in namespace ns, waits until it runs, reads
+// its container's imageID, deletes it and waits for NotFound; it returns
+// how long it took to run and to go.
+func runPod(ctx context.Context, t *testing.T, c *Cluster, ns, image, pullPolicy string) (running, deleted time.Duration, imageID string) {
+	t.Helper()
+	pods := "/api/v1/namespaces/" + ns + "/pods"
+	began := time.Now()
+	code, body, err := c.Do(ctx, "POST", pods, map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "sleeper"},
+		"spec": map[string]any{
+			"automountServiceAccountToken":  false,
+			"terminationGracePeriodSeconds": 1,
+			"containers": []any{map[string]any{
+				"name": "sleeper", "image": image, "imagePullPolicy": pullPolicy,
+			}},
+		},
+	})
+	if err != nil || code != http.StatusCreated {
+		t.Fatalf("create the pod: %v %v", err, apiError("POST "+pods, code, body))
+	}
+	var pod struct {
+		Status struct {
+			Phase             string `json:"phase"`
+			ContainerStatuses []struct {
+				ImageID string          `json:"imageID"`
+				State   json.RawMessage `json:"state"`
+			} `json:"containerStatuses"`
+		} `json:"status"`
+	}
+	err = c.waitFor(ctx, "the pod Running", func() (bool, error) {
+		code, body, err := c.Do(ctx, "GET", pods+"/sleeper", nil)
+		if err != nil || code != http.StatusOK {
+			return false, err
+		}
+		if err := json.Unmarshal(body, &pod); err != nil {
+			return false, err
+		}
+		if pod.Status.Phase == "Failed" {
+			return false, apiError("the pod failed", code, body)
+		}
+		return pod.Status.Phase == "Running", nil
+	})
+	if err != nil {
+		t.Fatalf("%v (its containers: %+v)", err, pod.Status.ContainerStatuses)
+	}
+	running = time.Since(began).Round(time.Millisecond)
+	began = time.Now()
+	// A graceful delete: the pod goes (NotFound) once the kubelet has
+	// stopped its container.
+	if code, body, err := c.Do(ctx, "DELETE", pods+"/sleeper", nil); err != nil || code != http.StatusOK {
+		t.Fatalf("delete the pod: %v %v", err, apiError("DELETE", code, body))
+	}
+	if err := c.waitFor(ctx, "the pod NotFound", func() (bool, error) {
+		code, _, err := c.Do(ctx, "GET", pods+"/sleeper", nil)
+		return err == nil && code == http.StatusNotFound, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return running, time.Since(began).Round(time.Millisecond), pod.Status.ContainerStatuses[0].ImageID
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -86,10 +87,10 @@ func FileImage(files map[string][]byte, entrypoint []string) (v1.Image, error) {
 }
 
 // ImportImage imports img into the cluster's containerd, in the namespace
-// the kubelet uses (k8s.io), named ref (a tag, "example.test/x:1"). A pod
-// then runs it as ref, or as ref's repository @ img's digest, with
-// imagePullPolicy Never or IfNotPresent. It fails when containerd refuses
-// the image.
+// the kubelet uses (k8s.io), named ref (a tag, "example.test/x:1") and
+// ref's repository @ img's digest ("example.test/x@sha256:..."). A pod then
+// runs it by either name with imagePullPolicy Never or IfNotPresent. It
+// fails when containerd refuses the image.
 func (c *Cluster) ImportImage(ctx context.Context, ref string, img v1.Image) error {
 	dir, err := os.MkdirTemp(c.dir.base, "image-")
 	if err != nil {
@@ -100,11 +101,21 @@ func (c *Cluster) ImportImage(ctx context.Context, ref string, img v1.Image) err
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, ocilayout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":          ref,
-		"org.opencontainers.image.ref.name": ref,
-	})); err != nil {
+	// Two names for the one manifest: ref, and its repository @ the
+	// digest (the kubelet asks containerd's CRI for an image by digest
+	// under that name, which only a pull would have recorded otherwise).
+	digest, err := img.Digest()
+	if err != nil {
 		return err
+	}
+	repo := ref
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	for _, n := range []string{ref, repo + "@" + digest.String()} {
+		if err := p.AppendImage(img, ocilayout.WithAnnotations(map[string]string{"io.containerd.image.name": n})); err != nil {
+			return err
+		}
 	}
 	archive := filepath.Join(dir, "image.tar")
 	if err := tarDir(filepath.Join(dir, "oci"), archive); err != nil {
