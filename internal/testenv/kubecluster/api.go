@@ -78,8 +78,8 @@ func (c *Cluster) Do(ctx context.Context, method, path string, in any) (status i
 
 // Namespace creates a namespace named prefix plus a random suffix, waits
 // until its default service account exists (the API server refuses pods
-// in a namespace before that), and deletes it when t ends, without waiting
-// for its pods to go. It returns the namespace's name; it fails t when the
+// in a namespace before that), and deletes it when t ends (unless the
+// cluster has stopped), without waiting for its pods to go. It returns the namespace's name; it fails t when the
 // namespace cannot be created.
 func (c *Cluster) Namespace(t testing.TB, prefix string) string {
 	t.Helper()
@@ -95,6 +95,12 @@ func (c *Cluster) Namespace(t testing.TB, prefix string) string {
 		t.Fatalf("kubecluster: create namespace %s: %d %v %s", name, code, err, body)
 	}
 	t.Cleanup(func() {
+		c.mu.Lock()
+		stopped := c.stopped
+		c.mu.Unlock()
+		if stopped { // gone with the cluster
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if code, body, err := c.api.do(ctx, "DELETE", "/api/v1/namespaces/"+name, nil); err != nil || (code != http.StatusOK && code != http.StatusAccepted && code != http.StatusNotFound) {

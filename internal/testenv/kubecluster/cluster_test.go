@@ -45,7 +45,7 @@ func TestClusterRunsAPodAndPutsTheHostBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		ns := c.Namespace(t, "kubecluster")
-		running, deleted, imageID := runPod(ctx, t, c, ns, reg.Host+"/kubecluster/sleeper@"+digest.String(), "IfNotPresent")
+		running, deleted, imageID := runPod(ctx, t, c, ns, reg.Host+"/kubecluster/sleeper@"+digest.String(), "IfNotPresent", false)
 		if !strings.HasSuffix(imageID, "@"+digest.String()) {
 			t.Errorf("the container's imageID is %q, want it to end in @%s", imageID, digest)
 		}
@@ -72,12 +72,14 @@ func TestClusterRunsAPodAndPutsTheHostBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		ns := c.Namespace(t, "kubecluster")
-		running, deleted, _ := runPod(ctx, t, c, ns, "berth.local/kubecluster/imported@"+digest.String(), "Never")
+		running, deleted, _ := runPod(ctx, t, c, ns, "berth.local/kubecluster/imported@"+digest.String(), "Never", false)
 		t.Logf("create to Running: %s; delete to NotFound: %s", running, deleted)
 	})
 
 	t.Run("stop puts the host back as it was", func(t *testing.T) {
 		base := c.dir.base
+		// A pod left running: the stop ends its containers and their shim.
+		runPod(ctx, t, c, c.Namespace(t, "kubecluster"), pauseImage, "Never", true)
 		during := c.before.diff(snapshotHost(ctx, base))
 		// The check sees what the cluster changed: its cgroups at least,
 		// and the mounts of its containers.
@@ -112,9 +114,9 @@ func TestClusterRunsAPodAndPutsTheHostBack(t *testing.T) {
 }
 
 // runPod creates a pod of image in namespace ns, waits until it runs, reads
-// its container's imageID, deletes it and waits for NotFound; it returns
-// how long it took to run and to go.
-func runPod(ctx context.Context, t *testing.T, c *Cluster, ns, image, pullPolicy string) (running, deleted time.Duration, imageID string) {
+// its container's imageID, and unless leave, deletes it and waits for
+// NotFound; it returns how long it took to run and to go.
+func runPod(ctx context.Context, t *testing.T, c *Cluster, ns, image, pullPolicy string, leave bool) (running, deleted time.Duration, imageID string) {
 	t.Helper()
 	pods := "/api/v1/namespaces/" + ns + "/pods"
 	began := time.Now()
@@ -158,6 +160,9 @@ func runPod(ctx context.Context, t *testing.T, c *Cluster, ns, image, pullPolicy
 		t.Fatalf("%v (its containers: %+v)", err, pod.Status.ContainerStatuses)
 	}
 	running = time.Since(began).Round(time.Millisecond)
+	if leave {
+		return running, 0, pod.Status.ContainerStatuses[0].ImageID
+	}
 	began = time.Now()
 	// A graceful delete: the pod goes (NotFound) once the kubelet has
 	// stopped its container.
