@@ -299,8 +299,10 @@ func removeCgroups(before hostState) error {
 	return nil
 }
 
-// iptablesFamilies are the iptables-save commands, IPv4 and IPv6.
-var iptablesFamilies = []string{"iptables", "ip6tables"}
+// iptablesFamilies are the iptables commands (each with its -save), IPv4
+// and IPv6, nftables and legacy back ends: a machine may hold both (Docker
+// on one, the kubelet's iptables on the other).
+var iptablesFamilies = []string{"iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy"}
 
 // kubeChains lists the KUBE-* and CNI-* chains ("iptables filter
 // KUBE-FIREWALL") and the rules of other chains that jump to one
