@@ -9,7 +9,8 @@
 // The Kubernetes binaries are built once into the tools cache by
 // `make kubernetes` (internal/cmd/kubebinaries; about 6.5 minutes on 2
 // cores, nothing once built); without them a test skips, or fails under
-// BERTH_REQUIRE_REAL=1. Starting takes about half a minute; the cluster's
+// BERTH_REQUIRE_REAL=1. Starting to a Ready node takes 6 to 9 seconds
+// (about 20 on a loaded machine), stopping about one; the cluster's
 // ports are fixed, so one runs per machine at a time: a start takes a
 // machine-wide lock (another test binary waits for it) and keeps it until
 // the cluster stops. It must run as root.
@@ -44,5 +45,11 @@
 //	}
 //
 // A single test that wants its own cluster, stopped and checked when it
-// ends, calls Start instead (not both in one test binary).
+// ends, calls Start instead (not both in one test binary). A pod's image
+// from the registry is named by digest, reg.Host+"/repo@"+digest, with
+// imagePullPolicy IfNotPresent; its container status's imageID then ends
+// in that digest. ImportImage(ctx, "example.test/x:1", img) makes img
+// runnable as that tag or as "example.test/x@"+digest with imagePullPolicy
+// Never. Pods in the cluster run as they would on a real node: runc,
+// cgroup limits enforced, a pod network; no kube-proxy, DNS or Services.
 package kubecluster
