@@ -8,13 +8,14 @@ import (
 )
 
 // heavy are module path prefixes a program using berth with only the SSH
-// driver must not link: the Docker engine client and OpenTelemetry (which
-// the Docker client pulls in). go-containerregistry's authn and docker/cli's
+// driver must not link: the Docker engine client, OpenTelemetry (which
+// the Docker client pulls in) and Kubernetes' client-go (the Kubernetes
+// driver's). go-containerregistry's authn and docker/cli's
 // config package (with docker-credential-helpers, which it uses) are
 // allowed: they live under other module paths. Each entry is a module path
 // followed by "/", matching the module's packages and not a sibling module
 // whose name merely starts the same way.
-var heavy = []string{"github.com/docker/docker/", "go.opentelemetry.io/"}
+var heavy = []string{"github.com/docker/docker/", "go.opentelemetry.io/", "k8s.io/"}
 
 // goList runs go list with args and returns its output.
 func goList(t *testing.T, args ...string) string {

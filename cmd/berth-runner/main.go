@@ -26,6 +26,22 @@
 // SIGTERM or SIGINT stop the runner's tasks (keeping the proofs for the
 // controller) and end it with status 0; a refusal by the controller ends
 // it with status 1.
+//
+// # Relay mode
+//
+//	berth-runner relay --socket PATH
+//
+// runs the sandbox's side of an exec relay (internal/execrelay), for a
+// driver whose sandbox has no network path to the host: the host runs it
+// through a streaming exec, and it listens on the unix socket PATH (its
+// directory created 0700, a stale socket removed) and carries each
+// connection made there to the host, multiplexed over its standard input
+// and output; a runner started with --controller unix:PATH reaches the
+// controller through it. It makes itself non-dumpable first, so that no
+// task can write to its standard input through /proc. It ends with status
+// 0, removing its socket, when its standard input ends (the host's exec
+// went away) or on SIGTERM or SIGINT; with status 1 when it cannot bind the
+// socket. Its argv and environment hold nothing secret.
 package main
 
 import (
@@ -40,11 +56,56 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/berthdev/berth/internal/execrelay"
 	"github.com/berthdev/berth/internal/runner"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "relay" {
+		os.Exit(relay(os.Args[2:], pollable(syscall.Stdin, os.Stdin), pollable(syscall.Stdout, os.Stdout), os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// pollable returns fd as a file whose Close interrupts a Read or Write in
+// progress (non-blocking, in Go's poller), else f: the relay ends its
+// session, which waits for its reads of stdin and writes to stdout, also
+// when it ends on its own (a signal, its socket replaced) while the host
+// sends nothing.
+func pollable(fd int, f *os.File) *os.File {
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return f
+	}
+	return os.NewFile(uintptr(fd), f.Name())
+}
+
+// relay is the relay mode: berth-runner relay --socket PATH.
+func relay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("berth-runner relay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", "", "the unix socket to listen on (an absolute path)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *socket == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "berth-runner relay: usage: berth-runner relay --socket PATH")
+		return 2
+	}
+	if err := runner.MakeUndumpable(); err != nil {
+		fmt.Fprintln(stderr, "berth-runner relay:", err)
+		return 1
+	}
+	// A write to the host's end of a broken pipe returns EPIPE, which ends
+	// the session and removes the socket, rather than killing the relay.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := execrelay.Serve(ctx, *socket, stdin, stdout, &execrelay.RelayOptions{Logger: log}); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "berth-runner relay:", err)
+		return 1
+	}
+	return 0
 }
 
 func run(args []string, stderr io.Writer) int {

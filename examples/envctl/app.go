@@ -19,6 +19,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/kubernetes"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/plugin"
 	"github.com/berthdev/berth/drivers/ssh"
@@ -31,12 +32,13 @@ import (
 )
 
 // registeredDrivers are the drivers envctl offers: the local host, SSH
-// hosts, Docker engines, Daytona, and the fake (saved only in --test-mode).
+// hosts, Docker engines, Daytona, Kubernetes clusters, and the fake (saved
+// only in --test-mode).
 // Constructing them does no I/O: the Docker driver contacts its engine at
 // acquire (an unreachable engine fails the acquisition or probe with
 // drivers.ErrUnavailable), Daytona its API, SSH its server.
 func registeredDrivers() []drivers.Driver {
-	return []drivers.Driver{local.New(nil), ssh.New(nil), docker.New(nil), daytona.New(nil), fake.New(nil)}
+	return []drivers.Driver{local.New(nil), ssh.New(nil), docker.New(nil), daytona.New(nil), kubernetes.New(nil), fake.New(nil)}
 }
 
 // driverList returns g.drivers, or registeredDrivers() when unset.

@@ -14,6 +14,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/kubernetes"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/ssh"
 	"github.com/berthdev/berth/runnerbin"
@@ -41,7 +42,7 @@ func newCLI(t *testing.T) *cli {
 	t.Cleanup(func() { _ = dock.Close() })
 	c.drivers = []drivers.Driver{local.New(nil), ssh.New(nil), dock, daytona.New(&daytona.Options{
 		PollInterval: time.Millisecond, PollMax: 20 * time.Millisecond, RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond,
-	}), c.fake}
+	}), kubernetes.New(nil), c.fake}
 	if len(c.drivers) != len(registeredDrivers()) {
 		t.Fatalf("the test drivers do not mirror registeredDrivers()")
 	}

@@ -116,7 +116,7 @@ func TestProbeDocker(t *testing.T) {
 func TestDockerWithoutEngine(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	wantContains(t, "drivers", c.ok("drivers"), "docker", "sandbox", "container")
+	wantContains(t, "drivers", c.ok("drivers"), "docker", "sandbox", "container", "kubernetes")
 	sock := filepath.Join(t.TempDir(), "no-engine.sock")
 	c.ok("env", "create", "--name", "gone", "--driver", "docker", "--config", configFile(t, map[string]any{
 		"host": "unix://" + sock, "image": "127.0.0.1:5/berth/none@sha256:" + strings.Repeat("a", 64),

@@ -181,8 +181,8 @@ func TestListenOffLoopbackNeedsTLS(t *testing.T) {
 // -drivers: the fake only with -test-mode; an unknown name is refused.
 func TestDriversFlag(t *testing.T) {
 	t.Parallel()
-	if d, err := driversNamed([]string{"local", "ssh", "docker", "daytona"}, false, nil); err != nil || len(d) != 4 {
-		t.Errorf("the four real drivers: %d, %v", len(d), err)
+	if d, err := driversNamed([]string{"local", "ssh", "docker", "daytona", "kubernetes"}, false, nil); err != nil || len(d) != 5 {
+		t.Errorf("the five real drivers: %d, %v", len(d), err)
 	}
 	if _, err := driversNamed([]string{"fake"}, false, nil); err == nil || !strings.Contains(err.Error(), "-test-mode") {
 		t.Errorf("fake without -test-mode: %v", err)

@@ -126,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (*flagValues, error) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on (off loopback only with -tls-cert and -tls-key)")
 	fs.StringVar(&c.data, "data", defaultDataDir(), "data directory (the SQLite database and the demo secret store)")
 	fs.StringVar(&c.store, "store", "", "postgres://… URL of a PostgreSQL database (default: SQLite in -data)")
-	fs.StringVar(&c.drivers, "drivers", "local,ssh,docker", "drivers to enable: local, ssh, docker, daytona, fake (fake only with -test-mode)")
+	fs.StringVar(&c.drivers, "drivers", "local,ssh,docker", "drivers to enable: local, ssh, docker, daytona, kubernetes, fake (fake only with -test-mode)")
 	fs.StringVar(&c.plugins, "plugins", "", "load the driver plugins that DIR's pins file lists (drivers/plugin; a plugin replaces the driver of its name)")
 	fs.BoolVar(&c.testMode, "test-mode", false, "allow test-only drivers (fake) as working targets")
 	fs.StringVar(&c.tokens, "tokens", "", "JSON file mapping bearer tokens to principals")

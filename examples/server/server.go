@@ -18,6 +18,7 @@ import (
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/docker"
 	"github.com/berthdev/berth/drivers/fake"
+	"github.com/berthdev/berth/drivers/kubernetes"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/drivers/plugin"
 	"github.com/berthdev/berth/drivers/ssh"
@@ -120,13 +121,15 @@ func driversNamed(names []string, testMode bool, log *slog.Logger) ([]drivers.Dr
 			out = append(out, docker.New(&docker.Options{Logger: log}))
 		case "daytona":
 			out = append(out, daytona.New(&daytona.Options{Logger: log}))
+		case "kubernetes":
+			out = append(out, kubernetes.New(&kubernetes.Options{Logger: log}))
 		case "fake":
 			if !testMode {
 				return nil, errors.New("-drivers: the fake driver needs -test-mode")
 			}
 			out = append(out, fake.New(nil))
 		default:
-			return nil, fmt.Errorf("-drivers: unknown driver %q (local, ssh, docker, daytona, fake)", n)
+			return nil, fmt.Errorf("-drivers: unknown driver %q (local, ssh, docker, daytona, kubernetes, fake)", n)
 		}
 	}
 	return out, nil

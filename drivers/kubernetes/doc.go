@@ -1,0 +1,113 @@
+// Package kubernetes is the berth driver for a Kubernetes cluster: every
+// lease is a hardened pod, and the provider lease id is the pod's name.
+//
+//	d := kubernetes.New(nil)
+//	cfg, err := d.Schema().Normalize(map[string]any{
+//		"kubeconfig": kubeconfigYAML, // a secret; absent: in-cluster
+//		"namespace":  "agents",
+//		"image":      "ghcr.io/acme/agent@sha256:...", // pinned: qualifies
+//	})
+//	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{LeaseID: id})
+//	res, err := sb.Exec(ctx, drivers.Command{Argv: []string{"make"}})
+//	r, err := sb.Release(ctx, drivers.Destroy) // NotFound read back
+//
+// New and the driver's Acquire are the entry points; config.go holds the
+// schema, pod.go the pod, acquire.go the wait for it, exec.go and
+// terminal.go the commands, release.go the release, list and destroy,
+// health.go the provider health and the architecture. docs/kubernetes.md
+// says what the credentials need (a namespaced Role) and what the driver
+// leaves to the operator (Services, NetworkPolicy).
+//
+// # Config
+//
+// kubeconfig (secret) is a kubeconfig's YAML; without one the driver runs
+// in-cluster (the service account of the pod berth runs in). Only inline
+// data is accepted: exec and auth-provider plugins and file references
+// (client-certificate, client-key, tokenFile, certificate-authority) are
+// refused at validation, so that a saved environment never makes the
+// berth host run a program or read a file. context picks a kubeconfig
+// context; namespace (default "default") holds the pods. image (identity,
+// the schema's ImageField) is the reference the pods run: pin it as
+// repo@sha256:... for qualification; image_pull_policy is the container's
+// (default IfNotPresent). The knobs are cpu_request, cpu_limit,
+// memory_request, memory_limit (default 1Gi), runtime_class_name
+// (identity), node_selector, tolerations (kubectl taint's form), labels
+// (metadata, extra pod labels), run_as_non_root, user ("UID[:GID]"),
+// readonly_rootfs (then /tmp and the workdir are emptyDir volumes),
+// workdir and startup_timeout (default 2m). env is a secret map: its values
+// go to each command on its standard input (below), never into the pod
+// spec, a Kubernetes Secret, an exec request's URL, an event or a log.
+//
+// # The pod
+//
+// One container, the configured image, running an idle sh loop that
+// exits on TERM (the image needs sh and sleep); restartPolicy Never; no
+// service account token (automountServiceAccountToken false), no service
+// links; capabilities drop ALL, allowPrivilegeEscalation false, never
+// privileged, the RuntimeDefault seccomp profile; no host network, PID or
+// IPC namespace and no host path; terminationGracePeriodSeconds 2. It
+// carries the request's labels, the config's labels, berth.managed=true
+// and berth.lease=<lease id>, so that List finds it for orphan sweeps.
+//
+// # Acquire
+//
+// Acquire creates the pod, hands its name to req.Allocated, and watches it
+// until its container runs, within startup_timeout and the caller's
+// deadline. A container the kubelet will not start (an image that cannot be
+// pulled: drivers.ErrImageNotFound; a config error; a pod that ended)
+// fails at once with the reason its status gives; a pod not scheduled or
+// started in time fails with its status's reason and its latest warning
+// event. A pod Acquire gave up on is deleted.
+//
+// # Runner ingress (not declared)
+//
+// berth's runner in a pod is not supported yet: an Acquire with a Runner
+// is refused (drivers.ErrUnsupported naming runner_ingress) before a pod
+// is created. The way it is meant to work, tried on this branch and
+// withdrawn (it passed the suite's runner subtest once, and then hung in
+// a later exec after the ingress closed): the runner binary copied
+// through exec into an emptyDir at /.berth, and internal/execrelay's relay
+// (berth-runner relay) carrying its socket over one streaming exec's
+// stdin and stdout, through the API server.
+//
+// # Commands
+//
+// The API server's exec (client-go's WebSocket executor, falling back to
+// SPDY as kubectl does) takes an argv only. Each command runs as
+// "env BERTH_EXEC_ID=<id> sh -c WRAPPER DIR HASENV ARGV...": the wrapper
+// reads the environment from standard input (NAME=VALUE lines, escaped,
+// ended by an empty line), changes to the directory and execs the
+// command, whose stdin then continues with Command.Stdin. stdout and
+// stderr stay apart; the exit status comes from the exec's status.
+// Signals and cancellation run a second exec that signals every process
+// carrying the marker and the groups they lead, as the Docker driver
+// does; a cancellation repeats it until none is left and the stream has
+// ended. The image needs env, sh, grep and kill (busybox will do).
+//
+// The terminal is a TTY exec with resize; with an environment to send it
+// turns the TTY's echo off (stty) before reading it, so that no value is
+// echoed.
+//
+// # Release and receipts
+//
+// Keep reads the pod back. Stop and Destroy both delete the pod (a pod
+// cannot be stopped and resumed; reuse is not declared) and confirm only
+// once a read answers NotFound: the kubelet stopped the containers and the
+// API server removed the pod. A pod still there when the context ends (a
+// finalizer, a node that does not answer) is an error naming what holds it:
+// the lease stays pending_cleanup with that reason. Destroy by id does the
+// same for a pod that carries berth.managed, and confirms one that is gone.
+//
+// # Files, image, isolation, health
+//
+// Files are tar streams through exec, as kubectl cp does
+// (driverkit.ExecFiles; the image needs tar). ImageIdentity reads the
+// container status's imageID (a repository digest). Isolation is gvisor
+// for a runtime_class_name of "gvisor" or "runsc" (Acquire refuses such a
+// class when it can read its handler and it is not runsc), container
+// otherwise. CheckHealth reads /readyz, lists the namespace's berth pods
+// and reviews (SelfSubjectAccessReview) each permission the driver needs:
+// one denied makes the environment unavailable, the sentence naming it.
+// RunnerArch reads the nodes' kubernetes.io/arch (or the node selector's).
+// Template capture is not a pod operation and is not declared.
+package kubernetes
