@@ -147,6 +147,7 @@ func echo(socket string, n int) error {
 }
 
 func TestRelayCarriesConnectionsBothWays(t *testing.T) {
+	t.Parallel()
 	r := newRelays(t)
 	listen(t, r.start, nil)
 	fi, err := os.Stat(filepath.Dir(r.socket))
@@ -181,6 +182,7 @@ func TestRelayCarriesConnectionsBothWays(t *testing.T) {
 // The host speaks first too: what it writes before reading reaches the
 // sandbox's side.
 func TestRelayCarriesWhatTheHostSaysFirst(t *testing.T) {
+	t.Parallel()
 	r := newRelays(t)
 	ln := execrelay.Listen(context.Background(), r.start, nil)
 	defer ln.Close()
@@ -211,6 +213,7 @@ func TestRelayCarriesWhatTheHostSaysFirst(t *testing.T) {
 }
 
 func TestRelayIsStartedAgainAfterItsProcessIsKilled(t *testing.T) {
+	t.Parallel()
 	r := newRelays(t)
 	log, logs := logBuffer()
 	ln := listen(t, r.start, &execrelay.Options{MinBackoff: 50 * time.Millisecond, Logger: log})
@@ -257,6 +260,7 @@ func TestRelayIsStartedAgainAfterItsProcessIsKilled(t *testing.T) {
 // A socket removed or replaced in the sandbox (by a task, a cleaner of
 // temporary files) ends its relay, whose successor binds the path again.
 func TestARemovedSocketIsBoundAgain(t *testing.T) {
+	t.Parallel()
 	r := newRelays(t)
 	log, logs := logBuffer()
 	ln := listen(t, r.start, &execrelay.Options{MinBackoff: 50 * time.Millisecond, Logger: log})
@@ -335,6 +339,7 @@ func TestCloseEndsTheRelayAndAllItStarted(t *testing.T) {
 
 // The end of Listen's context closes the listener as Close does.
 func TestTheEndOfListensContextClosesIt(t *testing.T) {
+	t.Parallel()
 	r := newRelays(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ln := execrelay.Listen(ctx, r.start, nil)
@@ -373,6 +378,7 @@ func waitGoroutines(t *testing.T, before int) {
 // A relay that is not one (a missing binary, a shell's complaint) is
 // reported by Ready with what it said, and started again with backoff.
 func TestReadyReportsARelayThatDoesNotGreet(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	starts := 0
 	start := func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -23,6 +23,7 @@ func hdr(typ byte, flags uint16, id, length uint32) []byte {
 // pass whole, whatever the split; the first bad header is caught however
 // it is split.
 func TestGuardFollowsFramesAcrossReads(t *testing.T) {
+	t.Parallel()
 	payload := bytes.Repeat([]byte{0}, 1000) // zeros: a header of version 0 if misread
 	var good []byte
 	good = append(good, hdr(1, flagSYN, 1, 0)...)

@@ -66,6 +66,7 @@ func writes(b ...[]byte) func(io.Reader, io.Writer) {
 // carries connections; another listener's relay and connection are
 // untouched; the host process lives.
 func TestHostileFramesEndOnlyThatRelay(t *testing.T) {
+	t.Parallel()
 	other := newRelays(t)
 	listen(t, other.start, nil)
 	otherConn, err := net.Dial("unix", other.socket)
@@ -146,6 +147,7 @@ func TestHostileFramesEndOnlyThatRelay(t *testing.T) {
 // most MaxConns of them (plus as many in yamux's backlog), each at most
 // one window: the rest are reset, while the host accepts none.
 func TestHostHoldsABoundedNumberOfStreams(t *testing.T) {
+	t.Parallel()
 	const maxConns, opened = 4, 100
 	streams := make(chan []*yamux.Stream, 1)
 	start := func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -21,9 +21,12 @@ import (
 // output to stdout and its standard error to stderr as they come; it must
 // end the relay and return promptly when ctx ends (Close waits for it),
 // and return when the relay has ended even while stdin has not (as
-// drivers' streaming execs do: driverkit.CopyStdin). Its
-// error says why the exec ended or could not start; nil is an exec that
-// ended on its own. StreamExec makes one from a drivers.StreamExecer.
+// drivers' streaming execs do: driverkit.CopyStdin); the driver must pass
+// the end of stdin on to the relay (a half-close), which is how the
+// listener ends a relay: stdin first, and ctx only if the relay has not
+// exited (removing its socket) 2 s later. Its error says why the exec
+// ended or could not start; nil is an exec that ended on its own.
+// StreamExec makes one from a drivers.StreamExecer.
 type StartFunc func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error
 
 // Options tune Listen. A nil *Options is the zero value, whose every field
@@ -46,8 +49,8 @@ type Options struct {
 	// again after one that ran longer. Zero values mean 100 ms and 10 s.
 	MinBackoff, MaxBackoff time.Duration
 	// KeepAlive is the interval of the host's pings, which end a relay
-	// whose exec stream hangs rather than ends (a silent drop on the way);
-	// 0 means 15 seconds.
+	// whose exec stream hangs rather than ends (a silent drop on the way)
+	// within KeepAlive plus 10 s; 0 means 15 seconds.
 	KeepAlive time.Duration
 	// Logger receives a relay's ends and restarts (at Warn, with the tail
 	// of its standard error as printable text); nil discards them.

@@ -229,7 +229,10 @@ func splice(c *net.UnixConn, sess *yamux.Session) error {
 // the host to accept it as long as it takes (the host paces its accepts).
 func relayConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
-	c.AcceptBacklog = 1 // the host opens no stream
+	// The host opens no stream; yamux also bounds by this the streams
+	// opened and not yet accepted by the host, which a larger value lets
+	// open without waiting one round trip each.
+	c.AcceptBacklog = 32
 	c.KeepAliveInterval = 30 * time.Second
 	c.StreamOpenTimeout = 0
 	c.StreamCloseTimeout = time.Minute
