@@ -232,6 +232,12 @@ func printProbe(w io.Writer, res *probe.Result) {
 	fmt.Fprintf(w, "  platform qualification recorded: %t\n", res.PlatformQualificationRecorded)
 	if d := res.QualificationDiagnostic; d != nil {
 		fmt.Fprintf(w, "  qualification: %s\n", d)
+		if d.Code == "image_not_pinned" {
+			// The fix, offered: a tag becomes repo@sha256:… by envctl
+			// image pin (a registry the host reaches) or envctl image
+			// load (an archive, for an engine that reaches none).
+			fmt.Fprintln(w, "  to qualify it: pin the image (envctl image pin REF, or envctl image load FILE.tar for a Docker engine without a registry) and save the printed repo@sha256:... as the environment's image (envctl env update)")
+		}
 	}
 	if res.NotValidated != "" {
 		fmt.Fprintf(w, "  not validated: %s\n", res.NotValidated)

@@ -69,6 +69,8 @@ func TestProbeCommands(t *testing.T) {
 	if !res.OK || res.PlatformQualificationRecorded || res.QualificationDiagnostic == nil {
 		t.Errorf("probe of a mutable tag: ok=%t recorded=%t diag=%v", res.OK, res.PlatformQualificationRecorded, res.QualificationDiagnostic)
 	}
+	// The text says how to fix it: envctl image pin.
+	wantContains(t, "probe of a mutable tag", c.ok("probe", "tagged", "--company", "acme"), "qualification: ", "to qualify it: pin the image (envctl image pin REF")
 
 	// PRB-1: a local probe reports the host and says what it did not check.
 	dir := t.TempDir()
