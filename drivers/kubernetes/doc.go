@@ -72,8 +72,12 @@
 //
 // # Commands
 //
-// The API server's exec (client-go's WebSocket executor, falling back to
-// SPDY as kubectl does) takes an argv only. Each command runs as
+// The API server's exec (client-go's SPDY executor, which the API server
+// proxies to the kubelet as it is, falling back to WebSocket; not
+// WebSocket first as kubectl does: through the API server's translation a
+// large stdout came back cut short under load, its status a success)
+// takes an argv only. A read of the pod's files whose stream breaks
+// before its first byte is tried again (three tries). Each command runs as
 // "env BERTH_EXEC_ID=<id> sh -c WRAPPER DIR HASENV ARGV...": the wrapper
 // reads the environment from standard input (NAME=VALUE lines, escaped,
 // ended by an empty line), changes to the directory and execs the

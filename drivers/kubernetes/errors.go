@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -47,6 +48,11 @@ func (c *cluster) apiErr(target, what string, err error) error {
 	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsServiceUnavailable(err),
 		apierrors.IsInternalError(err), apierrors.IsTimeout(err):
 		return fmt.Errorf("%s: %s: %v: %w", target, what, err, drivers.ErrTransient)
+	case brokenStream(err):
+		// The exec's stream (WebSocket or SPDY through the API server)
+		// ended without the command's exit status: the command may have
+		// run; a caller whose call can be repeated tries again.
+		return fmt.Errorf("%s: %s: the stream through the API server broke before the command's status came: %v: %w", target, what, err, drivers.ErrTransient)
 	case isNetErr(err):
 		return &errcode.Error{Target: "the Kubernetes API server at " + c.server,
 			Message: fmt.Sprintf("The Kubernetes API server at %s is not reachable: check that the cluster runs and the kubeconfig's server.", c.server),
@@ -87,4 +93,15 @@ func isNetErr(err error) bool {
 	var dns *net.DNSError
 	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		strings.Contains(err.Error(), "connection refused")
+}
+
+// brokenStream reports whether err is an exec stream that ended without
+// its status: an abnormal WebSocket closure (1006), a connection reset or
+// an unexpected EOF on the stream.
+func brokenStream(err error) bool {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "websocket: close 1006") || strings.Contains(msg, "error reading from error stream")
 }

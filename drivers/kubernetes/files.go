@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/berthdev/berth/drivers"
@@ -27,18 +28,57 @@ func (s *sandbox) PutArchive(ctx context.Context, dir string, r io.Reader) error
 	return s.files().PutArchive(ctx, dir, r)
 }
 
-// GetArchive writes p as a tar stream made by tar in the pod.
+// readTries is how many times a read of the pod's files (GetArchive before
+// its first byte, ReadDir) is made when the exec's stream breaks on the
+// way (drivers.ErrTransient): a read changes nothing in the pod, so
+// another try is safe.
+const readTries = 3
+
+// GetArchive writes p as a tar stream made by tar in the pod. A stream
+// that breaks before the first byte reached w is tried again (readTries);
+// one that breaks after is an error wrapping drivers.ErrTransient.
 func (s *sandbox) GetArchive(ctx context.Context, p string, w io.Writer) error {
 	if err := s.checkLive(); err != nil {
 		return err
 	}
-	return s.files().GetArchive(ctx, p, w)
+	cw := &countingWriter{w: w}
+	var err error
+	for try := 1; try <= readTries; try++ {
+		if err = s.files().GetArchive(ctx, p, cw); err == nil || cw.n > 0 || !errors.Is(err, drivers.ErrTransient) || ctx.Err() != nil {
+			return err
+		}
+		s.d.log.Debug("kubernetes: the stream of a file read broke; trying again", "pod", s.target(), "try", try, "err", err)
+	}
+	return err
 }
 
-// ReadDir lists dir with sh, stat and readlink in the pod.
+// ReadDir lists dir with sh, stat and readlink in the pod, tried again
+// when the exec's stream breaks on the way (readTries).
 func (s *sandbox) ReadDir(ctx context.Context, dir string) ([]drivers.FileInfo, error) {
 	if err := s.checkLive(); err != nil {
 		return nil, err
 	}
-	return s.files().ReadDir(ctx, dir)
+	var (
+		out []drivers.FileInfo
+		err error
+	)
+	for try := 1; try <= readTries; try++ {
+		if out, err = s.files().ReadDir(ctx, dir); err == nil || !errors.Is(err, drivers.ErrTransient) || ctx.Err() != nil {
+			return out, err
+		}
+		s.d.log.Debug("kubernetes: the stream of a directory read broke; trying again", "pod", s.target(), "try", try, "err", err)
+	}
+	return out, err
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
