@@ -81,7 +81,6 @@ var (
 	_ drivers.StreamExecer  = (*sandbox)(nil)
 	_ drivers.ImageReporter = (*sandbox)(nil)
 	_ drivers.Terminal      = (*sandbox)(nil)
-	_ drivers.Files         = (*sandbox)(nil)
 )
 
 // ID returns the pod's name.
@@ -99,11 +98,9 @@ func (s *sandbox) checkLive() error {
 // executor returns client-go's executor for one exec of argv in the pod's
 // container: SPDY, which the API server proxies to the kubelet as it is,
 // falling back to WebSocket (the v5 protocol) on an API server that does
-// not upgrade SPDY. Not WebSocket first, as kubectl does: through the API
-// server's translation of WebSocket to SPDY, a large stdout (the
-// conformance suite's 8 MiB tar stream) came back cut short under load
-// (an abnormal closure, 1006, that client-go only logs), with the exec's
-// status a success.
+// not upgrade SPDY. WebSocket first (kubectl's order) goes through the API
+// server's translation to SPDY, whose abnormal closures (1006) client-go
+// only logs.
 func (s *sandbox) executor(argv []string, stdin, tty bool) (remotecommand.Executor, error) {
 	u := s.c.cs.CoreV1().RESTClient().Post().Namespace(s.cfg.namespace).Resource("pods").Name(s.name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: containerName, Command: argv, Stdin: stdin, Stdout: true, Stderr: !tty, TTY: tty},
