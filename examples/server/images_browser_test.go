@@ -200,7 +200,7 @@ func TestImagesPanelPlainTerminalInABrowser(t *testing.T) {
 	admin.waitText(`#templates tr[data-template="`+first+`"] .confirm-text`, "? It can never be promoted again. If it is the active template, new leases use the environment's configured image")
 	admin.do("confirm the revoke", chromedp.Click(chromedp.CSS(`#templates tr[data-template="`+first+`"] .confirm-yes`)))
 	admin.waitText("#templates-status", "revoke: "+first+" is revoked")
-	admin.waitText("#active-id", "none")
+	admin.waitText("#active-name", "none (leases start from the configured image)")
 	admin.waitText("#drift", "none")
 	screenshot(t, admin.ctx, "img-06-revoked")
 

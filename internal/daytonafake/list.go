@@ -48,13 +48,8 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		apiError(w, r, http.StatusBadRequest, "sort must be one of the following values: name, cpu, memoryGib, diskGib, lastActivityAt, createdAt")
 		return
 	}
-	desc := true
-	switch q.Get("order") {
-	case "", "desc":
-	case "asc":
-		desc = false
-	default:
-		apiError(w, r, http.StatusBadRequest, "order must be one of the following values: asc, desc")
+	desc, ok := sortOrder(w, r)
+	if !ok {
 		return
 	}
 	var after *listCursor
@@ -146,4 +141,18 @@ func (s *Server) touch(sb *sandbox) {
 	}
 	s.lastTouch = now
 	sb.lastActivity = now
+}
+
+// sortOrder reads a list's order query parameter as the API's
+// class-validator does (asc or desc, default desc): desc, or false ok after
+// answering 400.
+func sortOrder(w http.ResponseWriter, r *http.Request) (desc, ok bool) {
+	switch r.URL.Query().Get("order") {
+	case "", "desc":
+		return true, true
+	case "asc":
+		return false, true
+	}
+	apiError(w, r, http.StatusBadRequest, "order must be one of the following values: asc, desc")
+	return false, false
 }

@@ -400,13 +400,8 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		apiError(w, r, http.StatusBadRequest, "sort must be one of the following values: name, state, lastUsedAt, createdAt")
 		return
 	}
-	desc := true
-	switch q.Get("order") {
-	case "", "desc":
-	case "asc":
-		desc = false
-	default:
-		apiError(w, r, http.StatusBadRequest, "order must be one of the following values: asc, desc")
+	desc, ok := sortOrder(w, r)
+	if !ok {
 		return
 	}
 	match := strings.ToLower(q.Get("name"))

@@ -1225,8 +1225,10 @@
       const res = await api("GET", envPath);
       if (res.status !== 200) return;
       const at = res.body.activeTemplate;
-      setText(document.getElementById("active-name"), at ? names[at.id] || "" : "");
-      setText(document.getElementById("active-id"), at ? at.id : "none (leases start from the configured image)");
+      // The name (or, with none active, what that means) in words; the id
+      // beside it in the id's style.
+      setText(document.getElementById("active-name"), at ? names[at.id] || "" : "none (leases start from the configured image)");
+      setText(document.getElementById("active-id"), at ? at.id : "");
       const d = document.getElementById("drift");
       d.dataset.drift = at ? at.drift : "none";
       setText(d, d.dataset.drift);
