@@ -6,8 +6,10 @@
 //     running when its package failed (a panic, a timeout);
 //   - the output of the tests named by -show (the API counts), passed or not;
 //   - at the end, the slowest tests and packages, the top-level tests that
-//     skipped, the run's wall and CPU time, and the totals in one line
-//     ("N passed, N failed, N skipped").
+//     skipped, the run's wall and CPU time, the messages of each failed
+//     test (its "file.go:LINE: ..." lines, without the logs that may bury
+//     them in its whole output), and the totals in one line ("N passed,
+//     N failed, N skipped").
 //
 // It exits with go test's exit status (1 when go test could not run).
 //
@@ -50,6 +52,25 @@ type result struct {
 	elapsed   time.Duration
 }
 
+// failure is a failed top-level test and its messages.
+type failure struct {
+	name     string // "pkg Test"
+	messages []string
+}
+
+// message matches the first line of a t.Log, t.Error or t.Fatal message
+// (go test indents it and names the file and line); a log line of a
+// process the test started (a server's "time=... level=..." lines) has no
+// such prefix.
+var message = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// maxMessages bounds the messages kept of one failed test, and
+// maxMessageLen each message's length.
+const (
+	maxMessages   = 12
+	maxMessageLen = 400
+)
+
 // report reads the events and writes the person's view of them to w.
 type report struct {
 	w       io.Writer
@@ -62,6 +83,7 @@ type report struct {
 	fail    int
 	skip    int
 	skipped []string // "pkg Test" of the top-level tests that skipped
+	failed  []failure
 	usage   string   // printed before the totals; see usage
 }
 
@@ -110,6 +132,7 @@ func (r *report) event(e event) {
 			if top {
 				r.fail++
 				r.print(key, "")
+				r.failed = append(r.failed, failure{name: key, messages: r.messages(key)})
 			}
 		}
 		if top {
@@ -132,6 +155,33 @@ func (r *report) print(key, note string) {
 			}
 		}
 	}
+}
+
+// messages returns the messages of a test and its subtests, at most
+// maxMessages of them, each cut at maxMessageLen bytes.
+func (r *report) messages(key string) []string {
+	var ms []string
+	add := func(lines []string) {
+		for _, l := range lines {
+			if len(ms) == maxMessages {
+				return
+			}
+			if message.MatchString(l) {
+				l = strings.TrimSpace(l)
+				if len(l) > maxMessageLen {
+					l = l[:maxMessageLen] + " ..."
+				}
+				ms = append(ms, l)
+			}
+		}
+	}
+	add(r.outputs[key])
+	for _, k := range sortedKeys(r.outputs) {
+		if strings.HasPrefix(k, key+"/") {
+			add(r.outputs[k])
+		}
+	}
+	return ms
 }
 
 // unfinished prints the output of a failed package's tests that never
@@ -173,6 +223,18 @@ func (r *report) summary(n int) {
 	}
 	if r.usage != "" {
 		fmt.Fprintf(r.w, "\n%s\n", r.usage)
+	}
+	if len(r.failed) > 0 {
+		fmt.Fprintf(r.w, "\nwhy they failed (the tests' own messages; their whole output is above):\n")
+		for _, f := range r.failed {
+			fmt.Fprintf(r.w, "  %s\n", f.name)
+			for _, m := range f.messages {
+				fmt.Fprintf(r.w, "    %s\n", m)
+			}
+			if len(f.messages) == 0 {
+				fmt.Fprintf(r.w, "    (no message: see its output above)\n")
+			}
+		}
 	}
 	fmt.Fprintf(r.w, "\n%d passed, %d failed, %d skipped\n", r.pass, r.fail, r.skip)
 }

@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// A failed test's output is printed whole (its subtests' too), a passing
+// A failed test's output is printed whole (its subtests' too), and its
+// messages again at the end without the logs around them; a passing
 // test's only when -show names it, a package that failed with a test still
 // running prints that test's output, and the summary counts top-level tests
 // and lists the slowest first.
@@ -21,6 +22,8 @@ func TestReport(t *testing.T) {
 		{Action: "output", Package: "p", Test: "TestShown", Output: "counts\n"},
 		{Action: "pass", Package: "p", Test: "TestShown", Elapsed: 0.5},
 		{Action: "output", Package: "p", Test: "TestBad/sub", Output: "sub said why\n"},
+		{Action: "output", Package: "p", Test: "TestBad/sub", Output: "        bad_test.go:12: the stop: want a proof\n"},
+		{Action: "output", Package: "p", Test: "TestBad", Output: "    time=2026 level=INFO msg=request\n"},
 		{Action: "fail", Package: "p", Test: "TestBad/sub", Elapsed: 3},
 		{Action: "output", Package: "p", Test: "TestBad", Output: "--- FAIL: TestBad\n"},
 		{Action: "fail", Package: "p", Test: "TestBad", Elapsed: 3},
@@ -35,7 +38,8 @@ func TestReport(t *testing.T) {
 	}
 	r.summary(2)
 	got := b.String()
-	for _, want := range []string{"counts\n", "sub said why\n", "--- FAIL: TestBad\n", "FAIL\tp\t4s\n", "panic: test timed out\n", "q TestHang (did not end)", "3.0s  p TestBad\n", "9.0s  q\n", "2 passed, 1 failed, 1 skipped\n", "skipped:\n  p TestSkip\n"} {
+	for _, want := range []string{"counts\n", "sub said why\n", "--- FAIL: TestBad\n", "FAIL\tp\t4s\n", "panic: test timed out\n", "q TestHang (did not end)", "3.0s  p TestBad\n", "9.0s  q\n", "2 passed, 1 failed, 1 skipped\n", "skipped:\n  p TestSkip\n",
+		"why they failed (the tests' own messages; their whole output is above):\n  p TestBad\n    bad_test.go:12: the stop: want a proof\n\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}
