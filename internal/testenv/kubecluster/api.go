@@ -79,9 +79,16 @@ func (c *Cluster) Do(ctx context.Context, method, path string, in any) (status i
 // Namespace creates a namespace named prefix plus a random suffix, waits
 // until its default service account exists (the API server refuses pods
 // in a namespace before that), and deletes it when t ends (unless the
-// cluster has stopped), without waiting for its pods to go. It returns the namespace's name; it fails t when the
-// namespace cannot be created.
+// cluster has stopped), without waiting for its pods to go. It returns
+// the namespace's name; it fails t when the namespace cannot be created.
 func (c *Cluster) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	return c.namespace(t, prefix, true)
+}
+
+// namespace is Namespace, deleting the namespace when t ends only if
+// cleanup.
+func (c *Cluster) namespace(t testing.TB, prefix string, cleanup bool) string {
 	t.Helper()
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -95,6 +102,9 @@ func (c *Cluster) Namespace(t testing.TB, prefix string) string {
 		t.Fatalf("kubecluster: create namespace %s: %d %v %s", name, code, err, body)
 	}
 	t.Cleanup(func() {
+		if !cleanup {
+			return
+		}
 		c.mu.Lock()
 		stopped := c.stopped
 		c.mu.Unlock()

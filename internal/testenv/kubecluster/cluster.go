@@ -64,37 +64,6 @@ func (e *missingError) Error() string {
 	return e.component + " is not available (" + e.how + ")"
 }
 
-// inProcess is held while a cluster of this test binary runs: a second
-// start in the same process would wait on its own lock forever.
-var inProcess sync.Mutex
-
-// Start starts a cluster for t and stops it when t ends (t.Cleanup): its
-// processes are ended and the host put back as it was, and t fails if
-// anything of the cluster's is left on the machine. It waits for the
-// machine-wide lock while another test binary's cluster runs. It skips t
-// when the Kubernetes binaries (BuildCommand) or a Debian package is
-// missing, or the test does not run as root; under BERTH_REQUIRE_REAL=1 it
-// fails t instead. t fails if the cluster does not become Ready. Use
-// Shared instead when several tests of a package need a cluster: a start
-// takes tens of seconds.
-func Start(t testing.TB) *Cluster {
-	t.Helper()
-	if !inProcess.TryLock() {
-		t.Fatal("kubecluster: a cluster of this test binary is already running (one at a time per machine): use Shared from every test of the package")
-	}
-	c, err := start(t.Logf)
-	if err != nil {
-		inProcess.Unlock()
-		fail(t, err)
-	}
-	t.Cleanup(func() {
-		for _, err := range c.Stop() {
-			t.Error(err)
-		}
-	})
-	return c
-}
-
 var shared struct {
 	sync.Mutex
 	main bool
@@ -104,8 +73,12 @@ var shared struct {
 
 // Shared returns the test binary's shared cluster, starting it on the
 // first call; Main stops it after the last test. It requires the package's
-// TestMain to run the tests through Main (it fails t otherwise). It skips
-// or fails t as Start does, every call after a failed start too.
+// TestMain to run the tests through Main (it fails t otherwise). A start
+// waits for the machine-wide lock while another test binary's cluster
+// runs. It skips t when the Kubernetes binaries (BuildCommand) or a Debian
+// package is missing, or the test does not run as root (under
+// BERTH_REQUIRE_REAL=1 it fails t instead), and fails t when the cluster
+// does not become Ready: every call after a failed start does the same.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
 	shared.Lock()
@@ -114,13 +87,7 @@ func Shared(t testing.TB) *Cluster {
 		t.Fatal("kubecluster.Shared needs the package's TestMain to be: func TestMain(m *testing.M) { os.Exit(kubecluster.Main(m)) }")
 	}
 	if shared.c == nil && shared.err == nil {
-		if !inProcess.TryLock() {
-			t.Fatal("kubecluster: a cluster started with Start is running: use Shared from every test of the package")
-		}
 		shared.c, shared.err = start(t.Logf)
-		if shared.err != nil {
-			inProcess.Unlock()
-		}
 	}
 	if shared.err != nil {
 		fail(t, shared.err)
@@ -231,7 +198,7 @@ type state struct {
 	Before hostState `json:"before"`
 }
 
-// start brings a cluster up; the caller holds inProcess.
+// start brings a cluster up; Shared calls it once per test binary.
 func start(logf func(string, ...any)) (_ *Cluster, err error) {
 	if err := prerequisites(); err != nil {
 		return nil, err
@@ -276,7 +243,7 @@ func start(logf func(string, ...any)) (_ *Cluster, err error) {
 			if kept, kerr := keepLogs(c.dir); kerr == nil {
 				err = fmt.Errorf("%w (the components' logs are kept in %s)", err, kept)
 			}
-			if errs, _ := c.shutdown(); len(errs) > 0 {
+			if errs := c.Stop(); len(errs) > 0 {
 				err = fmt.Errorf("%w; its teardown: %v", err, errors.Join(errs...))
 			}
 		}
@@ -461,30 +428,19 @@ func (c *Cluster) waitFor(ctx context.Context, what string, cond func() (bool, e
 // releases the machine-wide lock. It returns an error for each thing it
 // could not do and for each difference left between the host now and
 // before the start (none: the host is as it was). Calls after the first
-// return nil. Start's cleanup and Main call it; a test calls it itself
-// only to check the host after it.
+// return nil. Main calls it after the package's tests.
 func (c *Cluster) Stop() []error {
-	errs, stopped := c.shutdown()
-	if stopped {
-		inProcess.Unlock()
-	}
-	return errs
-}
-
-// shutdown is Stop but for the in-process lock, which the caller releases
-// when stopped (the first call).
-func (c *Cluster) shutdown() (errs []error, stopped bool) {
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
-		return nil, false
+		return nil
 	}
 	c.stopped = true
 	procs := append([]*process(nil), c.procs...)
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	errs = c.teardown(ctx, procs)
+	errs := c.teardown(ctx, procs)
 	c.mu.Lock()
 	lock := c.lock
 	c.lock = nil
@@ -492,7 +448,7 @@ func (c *Cluster) shutdown() (errs []error, stopped bool) {
 	if lock != nil {
 		unlock(lock)
 	}
-	return errs, true
+	return errs
 }
 
 func (c *Cluster) teardown(ctx context.Context, procs []*process) []error {

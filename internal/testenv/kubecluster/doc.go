@@ -44,11 +44,15 @@
 //		...
 //	}
 //
-// A single test that wants its own cluster, stopped and checked when it
-// ends, calls Start instead (not both in one test binary). A pod's image
-// from the registry is named by digest, reg.Host+"/repo@"+digest, with
-// imagePullPolicy IfNotPresent; its container status's imageID then ends
-// in that digest. ImportImage(ctx, "example.test/x:1", img) makes img
+// One cluster runs per machine, and a start costs tens of seconds, so a
+// run of the whole suite starts one: in the one package that tests
+// against it, whose tests share it (Shared) and one of which checks the
+// cluster itself (SelfTest); Main stops it and reports what its teardown
+// could not put back.
+//
+// A pod's image from the registry is named by digest,
+// reg.Host+"/repo@"+digest, with imagePullPolicy IfNotPresent; its
+// container status's imageID then ends in that digest. ImportImage(ctx, "example.test/x:1", img) makes img
 // runnable as that tag or as "example.test/x@"+digest with imagePullPolicy
 // Never. Pods in the cluster run as they would on a real node: runc,
 // cgroup limits enforced, a pod network; no kube-proxy, DNS or Services.
