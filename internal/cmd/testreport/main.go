@@ -84,7 +84,7 @@ type report struct {
 	skip    int
 	skipped []string // "pkg Test" of the top-level tests that skipped
 	failed  []failure
-	usage   string   // printed before the totals; see usage
+	usage   string // printed before the totals; see usage
 }
 
 func newReport(w io.Writer, show *regexp.Regexp) *report {
