@@ -9,8 +9,9 @@ import (
 )
 
 // Capability names one operation a driver may offer beyond acquire, exec and
-// release. Each capability is tied to exactly one optional interface (see
-// optional.go); Effective resolves whether a driver really provides it.
+// release. Each capability is tied to one optional interface (see
+// optional.go; CapReattach and CapReuse share Resumer, CapReuse promising
+// more of it); Effective resolves whether a driver really provides it.
 type Capability uint8
 
 // The capabilities. Exec is implied by the required Sandbox interface and is
@@ -20,8 +21,9 @@ const (
 	CapExec Capability = iota
 	// CapStreamExec: streaming processes with signals (StreamExecer).
 	CapStreamExec
-	// CapReuse: resume a recorded sandbox by provider lease id (Resumer);
-	// needed by the reusable lease policies.
+	// CapReuse: a sandbox released with Stop keeps its state and Resume
+	// starts it again (Resumer); needed by the reusable lease policies.
+	// It promises more than CapReattach and is effective only with it.
 	CapReuse
 	// CapList: list sandboxes by labels (Lister); needed by orphan sweeps.
 	CapList
@@ -41,6 +43,12 @@ const (
 	// CapFiles: tar streams of the sandbox's files both ways and a
 	// directory's listing, under its working directory (Files).
 	CapFiles
+	// CapReattach: reopen a live sandbox by provider lease id from any
+	// process (Resumer): another replica's or a restarted process's lease,
+	// a warm-pool member made elsewhere. A driver whose sandboxes cannot
+	// be stopped and started again (Kubernetes pods) declares it without
+	// CapReuse.
+	CapReattach
 
 	numCapabilities
 )
@@ -57,6 +65,7 @@ var capNames = [numCapabilities]string{
 	CapTemplateDelete:  "template_delete",
 	CapRunnerIngress:   "runner_ingress",
 	CapFiles:           "files",
+	CapReattach:        "reattach",
 }
 
 // String returns the stable snake_case name ("exec", "stream_exec", ...).

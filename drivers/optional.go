@@ -18,11 +18,14 @@ import (
 )
 
 // Resumer is an optional interface that may be implemented by a Driver
-// (capability CapReuse). Resume returns a handle to the recorded sandbox
-// providerLeaseID, starting it if it is stopped, and waits until it runs
-// within the context's deadline. It returns an error wrapping errcode.ErrNotFound
-// when the provider has no such sandbox. If a Driver does not implement
-// Resumer, reusable lease policies are refused for it.
+// (capability CapReattach, and CapReuse when the driver declares it too).
+// Resume returns a handle to the recorded sandbox providerLeaseID, from
+// any process, and waits until it runs within the context's deadline; a
+// driver that declares CapReuse also starts it when it is stopped. It
+// returns an error wrapping errcode.ErrNotFound when the provider has no
+// such sandbox. If a Driver does not implement Resumer, its leases are
+// reopened only by the process that acquired them, and reusable lease
+// policies and warm pools are refused for it.
 type Resumer interface {
 	Resume(ctx context.Context, cfg config.Config, providerLeaseID string) (Sandbox, error)
 }

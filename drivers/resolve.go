@@ -21,7 +21,7 @@ import (
 func implemented(d Driver) Set {
 	s := NewSet(CapExec)
 	if _, ok := d.(Resumer); ok {
-		s |= NewSet(CapReuse)
+		s |= NewSet(CapReattach, CapReuse)
 	}
 	if _, ok := d.(Lister); ok {
 		s |= NewSet(CapList)
@@ -67,7 +67,11 @@ func Effective(d Driver, narrowed Set) Set {
 	if Available(d) != nil {
 		return 0
 	}
-	return d.Capabilities().Declared & (implemented(d) | sandboxLevel) &^ narrowed
+	eff := d.Capabilities().Declared & (implemented(d) | sandboxLevel) &^ narrowed
+	if !eff.Has(CapReattach) {
+		eff &^= NewSet(CapReuse) // reuse resumes through reattach's Resumer
+	}
+	return eff
 }
 
 // Narrowing returns the narrowing to pass to SandboxAs for the live
@@ -102,7 +106,7 @@ func Available(d Driver) error {
 // DriverAs returns d as T, one of the driver-level optional interfaces
 // (Resumer, Lister, Destroyer, TemplateDeleter, HealthChecker,
 // ArchReporter), when d implements it and, where T is the interface of a
-// capability (Resumer: CapReuse, Lister: CapList, Destroyer:
+// capability (Resumer: CapReattach, Lister: CapList, Destroyer:
 // CapDestroyByID, TemplateDeleter: CapTemplateDelete), that capability is
 // effective (declared, and d available); else an error wrapping
 // ErrUnsupported that names the driver and the capability or interface.
@@ -155,7 +159,7 @@ func SandboxAs[T any](sb Sandbox, narrowed Set) (T, error) {
 func capabilityOf[T any]() (Capability, bool) {
 	switch any((*T)(nil)).(type) {
 	case *Resumer:
-		return CapReuse, true
+		return CapReattach, true
 	case *Lister:
 		return CapList, true
 	case *Destroyer:

@@ -74,7 +74,7 @@ func (*imageSandbox) ImageIdentity(context.Context) (images.Identity, error) {
 // all is every capability.
 func all() drivers.Set {
 	var s drivers.Set
-	for c := drivers.CapExec; c <= drivers.CapFiles; c++ {
+	for c := drivers.CapExec; c <= drivers.CapReattach; c++ {
 		s |= drivers.NewSet(c)
 	}
 	return s
@@ -95,12 +95,15 @@ func TestEffective(t *testing.T) {
 	}{
 		{"declares everything, implements nothing at driver level", &countingDriver{name: "d", declared: all(), ioCalls: calls}, 0, drivers.NewSet(drivers.CapExec) | sb},
 		{"implements reuse and list without declaring", &resumingDriver{withDecl(drivers.NewSet(drivers.CapExec))}, 0, drivers.NewSet(drivers.CapExec)},
-		{"declares and implements", &resumingDriver{withDecl(all())}, 0, drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapList) | sb},
-		{"narrowing removes", &resumingDriver{withDecl(all())}, drivers.NewSet(drivers.CapList, drivers.CapStreamExec), drivers.NewSet(drivers.CapExec, drivers.CapReuse) | sb&^drivers.NewSet(drivers.CapStreamExec)},
+		{"declares and implements", &resumingDriver{withDecl(all())}, 0, drivers.NewSet(drivers.CapExec, drivers.CapReattach, drivers.CapReuse, drivers.CapList) | sb},
+		{"narrowing removes", &resumingDriver{withDecl(all())}, drivers.NewSet(drivers.CapList, drivers.CapStreamExec), drivers.NewSet(drivers.CapExec, drivers.CapReattach, drivers.CapReuse) | sb&^drivers.NewSet(drivers.CapStreamExec)},
+		{"reattach only, reuse undeclared", &resumingDriver{withDecl(drivers.NewSet(drivers.CapExec, drivers.CapReattach))}, 0, drivers.NewSet(drivers.CapExec, drivers.CapReattach)},
+		{"reuse without reattach is not effective", &resumingDriver{withDecl(drivers.NewSet(drivers.CapExec, drivers.CapReuse))}, 0, drivers.NewSet(drivers.CapExec)},
+		{"narrowing reattach takes reuse too", &resumingDriver{withDecl(all())}, drivers.NewSet(drivers.CapReattach), drivers.NewSet(drivers.CapExec, drivers.CapList) | sb},
 		{"narrowing what is absent adds nothing", &resumingDriver{withDecl(drivers.NewSet(drivers.CapExec))}, drivers.NewSet(drivers.CapTerminal), drivers.NewSet(drivers.CapExec)},
 		{"sandbox capability undeclared is not effective", &countingDriver{name: "d", declared: drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity), ioCalls: calls}, 0, drivers.NewSet(drivers.CapExec, drivers.CapImageIdentity)},
 		{"unavailable driver has none", &unavailableDriver{resumingDriver{countingDriver{name: "u", declared: all(), unavail: errors.New("no key"), ioCalls: calls}}}, 0, 0},
-		{"available reporter with nil error", &unavailableDriver{resumingDriver{withDecl(all())}}, 0, drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapList) | sb},
+		{"available reporter with nil error", &unavailableDriver{resumingDriver{withDecl(all())}}, 0, drivers.NewSet(drivers.CapExec, drivers.CapReattach, drivers.CapReuse, drivers.CapList) | sb},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

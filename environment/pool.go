@@ -122,7 +122,7 @@ func checkPool(label string, d drivers.Driver, p *Pool) error {
 		c    drivers.Capability
 		what string
 	}{
-		{drivers.CapReuse, "resume a sandbox by id (adoption)"},
+		{drivers.CapReattach, "reopen a sandbox by id (adoption by another process)"},
 		{drivers.CapList, "list sandboxes by label (sweeps)"},
 		{drivers.CapDestroyByID, "destroy a sandbox by id (drain, refill)"},
 	} {

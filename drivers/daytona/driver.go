@@ -120,7 +120,7 @@ func (d *driver) Name() string { return driverName }
 func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
-		Declared: drivers.NewSet(drivers.CapExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
+		Declared: drivers.NewSet(drivers.CapExec, drivers.CapReattach, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
 			drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapFiles),
 		StartupBudget: startupBudget,
 	}

@@ -129,7 +129,7 @@ func (d *driver) Name() string { return driverName }
 func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
-		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
+		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReattach, drivers.CapReuse, drivers.CapList,
 			drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
 			drivers.CapTemplateDelete, drivers.CapRunnerIngress, drivers.CapFiles),
 		StartupBudget: defaultStartupTimeout,

@@ -48,9 +48,9 @@ func RunConformanceTests(t *testing.T, newHarness HarnessMaker) {
 	for _, f := range failures() {
 		subtest(t, "error table: "+f.String(), newHarness, testFailure(f))
 	}
-	gated(t, "resume of an unknown id is not found", drivers.CapReuse, newHarness, testResumeUnknown)
+	gated(t, "resume of an unknown id is not found", drivers.CapReattach, newHarness, testResumeUnknown)
+	gated(t, "keep then resume", drivers.CapReattach, newHarness, testKeepResume)
 	gated(t, "stop then resume", drivers.CapReuse, newHarness, testStopResume)
-	gated(t, "keep then resume", drivers.CapReuse, newHarness, testKeepResume)
 	gated(t, "list by labels", drivers.CapList, newHarness, testList)
 	gated(t, "destroy by id is idempotent", drivers.CapDestroyByID, newHarness, testDestroyByID)
 	gated(t, "image identity", drivers.CapImageIdentity, newHarness, testImageIdentity)
@@ -82,6 +82,9 @@ func testCapabilities(t *testing.T, _ context.Context, h Harness) {
 	}
 	if !c1.Declared.Has(drivers.CapExec) {
 		t.Errorf("driver %q does not declare exec", d.Name())
+	}
+	if c1.Declared.Has(drivers.CapReuse) && !c1.Declared.Has(drivers.CapReattach) {
+		t.Errorf("driver %q declares reuse without reattach: a stopped sandbox is resumed by id, through Resumer", d.Name())
 	}
 	if c1.Kind != drivers.KindSandbox && c1.Kind != drivers.KindHost {
 		t.Errorf("Kind = %v, want sandbox or host", c1.Kind)

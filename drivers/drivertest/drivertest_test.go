@@ -98,9 +98,13 @@ var wrongDrivers = map[string]struct {
 		harness{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts, Undeclared: drivers.NewSet(drivers.CapTerminal)})},
 		`does not declare terminal although its live sandbox implements it`,
 	},
-	"reuse": {
-		harness{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts, Undeclared: drivers.NewSet(drivers.CapReuse)})},
-		`does not declare reuse although its driver implements it`,
+	"reattach": {
+		harness{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts, Undeclared: drivers.NewSet(drivers.CapReattach)})},
+		`does not declare reattach although its driver implements it`,
+	},
+	"reuse without reattach": {
+		harness{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts, Undeclared: drivers.NewSet(drivers.CapReattach)})},
+		`declares reuse without reattach`,
 	},
 	"plain image error": {
 		brokenHarness{harness{plainErrors{fake.New(&fake.Options{Name: "fake-wrong", Handlers: suiteScripts})}}, drivertest.FailUnknownImage},

@@ -5,10 +5,13 @@ import "github.com/berthdev/berth/drivers"
 // The suite's own reading of what a driver implements (CAP-2): each
 // capability beyond exec with the optional interface it needs, asserted
 // on the driver (driver level) or on a live sandbox (sandbox level),
-// independently of package drivers' resolution, which it checks.
+// independently of package drivers' resolution, which it checks. CapReuse
+// is not here: it is a promise about Resumer on top of CapReattach (a
+// stopped sandbox starts again), which "stop then resume" checks, and a
+// driver that declares it must declare CapReattach.
 var (
 	driverLevel = map[drivers.Capability]func(drivers.Driver) bool{
-		drivers.CapReuse:          func(d drivers.Driver) bool { _, ok := d.(drivers.Resumer); return ok },
+		drivers.CapReattach:       func(d drivers.Driver) bool { _, ok := d.(drivers.Resumer); return ok },
 		drivers.CapList:           func(d drivers.Driver) bool { _, ok := d.(drivers.Lister); return ok },
 		drivers.CapDestroyByID:    func(d drivers.Driver) bool { _, ok := d.(drivers.Destroyer); return ok },
 		drivers.CapTemplateDelete: func(d drivers.Driver) bool { _, ok := d.(drivers.TemplateDeleter); return ok },

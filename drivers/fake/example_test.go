@@ -84,5 +84,5 @@ func Example_capabilities() {
 	d := fake.New(&fake.Options{Undeclared: drivers.NewSet(drivers.CapTerminal)})
 	fmt.Println(drivers.Effective(d, drivers.NewSet(drivers.CapRunnerIngress)))
 	// Output:
-	// exec,stream_exec,reuse,list,destroy_by_id,image_identity,template_capture,template_delete,files
+	// exec,stream_exec,reuse,list,destroy_by_id,image_identity,template_capture,template_delete,files,reattach
 }

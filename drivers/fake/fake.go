@@ -191,7 +191,7 @@ func New(opts *Options) *Driver {
 }
 
 // allCapabilities is every capability: the fake implements them all.
-var allCapabilities = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
+var allCapabilities = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReattach, drivers.CapReuse, drivers.CapList,
 	drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
 	drivers.CapTemplateDelete, drivers.CapRunnerIngress, drivers.CapFiles)
 

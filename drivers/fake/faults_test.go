@@ -57,12 +57,12 @@ func TestDeclarationOptions(t *testing.T) {
 	t.Parallel()
 	all := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList,
 		drivers.CapDestroyByID, drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapTemplateCapture,
-		drivers.CapTemplateDelete, drivers.CapRunnerIngress, drivers.CapFiles)
+		drivers.CapTemplateDelete, drivers.CapRunnerIngress, drivers.CapFiles, drivers.CapReattach)
 	if got := drivers.Effective(fake.New(nil), 0); got != all {
 		t.Errorf("default Effective = %s, want all", got)
 	}
-	d := fake.New(&fake.Options{Name: "fake-narrow", Undeclared: drivers.NewSet(drivers.CapReuse, drivers.CapTerminal)})
-	if got := drivers.Effective(d, 0); got != all&^drivers.NewSet(drivers.CapReuse, drivers.CapTerminal) {
+	d := fake.New(&fake.Options{Name: "fake-narrow", Undeclared: drivers.NewSet(drivers.CapReattach, drivers.CapTerminal)})
+	if got := drivers.Effective(d, 0); got != all&^drivers.NewSet(drivers.CapReattach, drivers.CapReuse, drivers.CapTerminal) {
 		t.Errorf("Effective = %s", got)
 	}
 	if _, err := drivers.DriverAs[drivers.Resumer](d); !errors.Is(err, drivers.ErrUnsupported) {

@@ -21,8 +21,13 @@ import (
 )
 
 // TestMain stops the shared cluster after the package's tests and removes
-// the runner binary that RunnerBinarySum built, if any.
+// the runner binary that RunnerBinarySum built, if any. Run as the child
+// of TestKill9MidAcquisitionThenSweep, the test binary acquires a lease
+// instead, until it is killed.
 func TestMain(m *testing.M) {
+	if raw := os.Getenv(crashChildEnv); raw != "" {
+		os.Exit(crashChild(raw))
+	}
 	code := kubecluster.Main(m)
 	testenv.RemoveRunnerBinary()
 	os.Exit(code)

@@ -92,8 +92,13 @@
 //
 // # Release and receipts
 //
-// Keep reads the pod back. Stop and Destroy both delete the pod (a pod
-// cannot be stopped and resumed; reuse is not declared) and confirm only
+// Keep reads the pod back and leaves it running: Resume (capability
+// reattach) reopens it by name from any process (another replica, a
+// restarted host, a warm-pool member made by another process), waiting
+// until it runs; a pod gone is not found, one being deleted or ended is an
+// error. Stop and Destroy both delete the pod (a pod cannot be stopped and
+// started again: reuse, and so the reusable lease policies, are not
+// declared) and confirm only
 // once a read answers NotFound: the kubelet stopped the containers and the
 // API server removed the pod. A pod still there when the context ends (a
 // finalizer, a node that does not answer) is an error naming what holds it:
@@ -110,7 +115,10 @@
 // kubelet's copy of its output, and nothing on this side can tell. A
 // files capability needs a transfer that proves its length first.
 // ImageIdentity reads the
-// container status's imageID (a repository digest). Isolation is gvisor
+// container status's imageID (a repository digest). EngineKernel reads
+// the pod's node's kernel release, for the probe's isolation measurement
+// (credentials that may not read nodes get none, and the probe says it did
+// not measure). Isolation is gvisor
 // for a runtime_class_name of "gvisor" or "runsc" (Acquire refuses such a
 // class when it can read its handler and it is not runsc), container
 // otherwise. CheckHealth reads /readyz, lists the namespace's berth pods

@@ -80,13 +80,15 @@ func newDriver(opts *Options) *driver {
 // Name returns "kubernetes".
 func (d *driver) Name() string { return driverName }
 
-// Capabilities declares exec, stream exec, list, destroy by id, image
+// Capabilities declares exec, stream exec, reattach (Resume reopens a
+// running pod by name from any process; reuse is not declared: a pod
+// cannot be stopped and started again), list, destroy by id, image
 // identity and terminal (files and runner ingress are not declared yet:
 // see the package doc). No I/O.
 func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
-		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapList, drivers.CapDestroyByID,
+		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReattach, drivers.CapList, drivers.CapDestroyByID,
 			drivers.CapImageIdentity, drivers.CapTerminal),
 		StartupBudget: defaultStartupTimeout,
 	}

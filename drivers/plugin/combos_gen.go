@@ -5,7 +5,7 @@ package plugin
 import "github.com/berthdev/berth/drivers"
 
 // driverOf returns c as a value that implements the optional interface of
-// each capability of declared among drivers.CapList, drivers.CapDestroyByID, drivers.CapReuse, drivers.CapTemplateDelete, archReporter when c.desc.Arch, and no other.
+// each capability of declared among drivers.CapList, drivers.CapDestroyByID, drivers.CapReattach, drivers.CapTemplateDelete, archReporter when c.desc.Arch, and no other.
 func driverOf(c *client, declared drivers.Set) drivers.Driver {
 	mask := 0
 	if declared.Has(drivers.CapList) {
@@ -14,7 +14,7 @@ func driverOf(c *client, declared drivers.Set) drivers.Driver {
 	if declared.Has(drivers.CapDestroyByID) {
 		mask |= 2
 	}
-	if declared.Has(drivers.CapReuse) {
+	if declared.Has(drivers.CapReattach) {
 		mask |= 4
 	}
 	if declared.Has(drivers.CapTemplateDelete) {

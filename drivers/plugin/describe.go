@@ -93,7 +93,7 @@ func implemented(d drivers.Driver) drivers.Set {
 		s |= drivers.NewSet(drivers.CapDestroyByID)
 	}
 	if _, ok := d.(drivers.Resumer); ok {
-		s |= drivers.NewSet(drivers.CapReuse)
+		s |= drivers.NewSet(drivers.CapReattach) | d.Capabilities().Declared&drivers.NewSet(drivers.CapReuse)
 	}
 	return s & carried
 }

@@ -183,7 +183,7 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	}
 	t.Logf("built the Docker plugin and wrote its manifest in %s", time.Since(start).Round(time.Millisecond))
 	d := load(t, p)
-	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
+	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReattach, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
 		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles,
 		drivers.CapRunnerIngress)
 	if got := d.Capabilities().Declared; got != want&docker.New(nil).Capabilities().Declared {

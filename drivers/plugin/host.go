@@ -634,7 +634,7 @@ func (s *sandbox) live(ctx context.Context) (pluginpb.DriverClient, uint64, erro
 	if gen == s.gen {
 		return s.rpc, s.handle, nil
 	}
-	if !s.c.caps.Declared.Has(drivers.CapReuse) {
+	if !s.c.caps.Declared.Has(drivers.CapReattach) {
 		return nil, 0, &errcode.Error{Target: "plugin " + s.c.p.Binary,
 			Message: fmt.Sprintf("The plugin %s was restarted and cannot resume the sandbox %s: release it by id.", s.c.p.Binary, s.id),
 			Err:     fmt.Errorf("sandbox %q: the plugin restarted and its driver does not resume: %w", s.id, drivers.ErrUnavailable)}

@@ -280,7 +280,7 @@ func TestConformanceThroughPlugin(t *testing.T) {
 // fake's capabilities, and the host's driver implements exactly those.
 func TestDeclaredIsCarried(t *testing.T) {
 	d := load(t, fakePlugin(t))
-	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
+	want := drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReattach, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
 		drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles,
 		drivers.CapRunnerIngress)
 	if got := d.Capabilities().Declared; got != want {

@@ -20,7 +20,7 @@ import (
 
 // carried is what protocol version 1 carries: a plugin declares no other
 // capability, whatever its driver implements (declared = implemented).
-var carried = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
+var carried = drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReattach, drivers.CapReuse, drivers.CapList, drivers.CapDestroyByID,
 	drivers.CapImageIdentity, drivers.CapTemplateCapture, drivers.CapTemplateDelete, drivers.CapTerminal, drivers.CapFiles, drivers.CapRunnerIngress)
 
 // sentinels are the errors a driver's error may wrap that the host's

@@ -674,6 +674,7 @@ type capRow struct{ Token, Words string }
 var capWords = map[drivers.Capability]string{
 	drivers.CapExec:            "runs commands",
 	drivers.CapStreamExec:      "streams their output",
+	drivers.CapReattach:        "reopens a sandbox from another process",
 	drivers.CapReuse:           "reuses a sandbox across leases",
 	drivers.CapList:            "lists its sandboxes",
 	drivers.CapDestroyByID:     "cleans up a sandbox by its id",

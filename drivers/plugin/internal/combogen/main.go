@@ -19,7 +19,7 @@ import (
 type mixin struct{ typ, capability, cond string }
 
 var (
-	driverMixins = []mixin{{"lister", "CapList", ""}, {"destroyer", "CapDestroyByID", ""}, {"resumer", "CapReuse", ""},
+	driverMixins = []mixin{{"lister", "CapList", ""}, {"destroyer", "CapDestroyByID", ""}, {"resumer", "CapReattach", ""},
 		{"templateDeleter", "CapTemplateDelete", ""}, {"archReporter", "", "c.desc.Arch"}}
 	sandboxMixins = []mixin{{"streamer", "CapStreamExec", ""}, {"imageReporter", "CapImageIdentity", ""}, {"capturer", "CapTemplateCapture", ""},
 		{"terminal", "CapTerminal", ""}, {"files", "CapFiles", ""}, {"runnerHost", "CapRunnerIngress", ""}}
