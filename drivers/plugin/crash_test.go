@@ -147,11 +147,20 @@ func TestRestartBacksOff(t *testing.T) {
 			t.Fatalf("List %d: %v", i, err)
 		}
 		killPlugin(t, p.Binary)
-		time.Sleep(50 * time.Millisecond) // go-plugin sees the exit
 	}
-	_, err := l.List(ctx, config.Config{}, nil)
-	if errcode.Code(err) != errcode.Unavailable || !strings.Contains(err.Error(), "restarted in") {
-		t.Errorf("List right after the third crash: %v, want unavailable in the backoff", err)
+	// Until go-plugin has reaped the killed process, a call reaches its
+	// dead connection (unavailable, a transport error); the first call
+	// after that notes the crash and fails in the backoff it starts.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := l.List(ctx, config.Config{}, nil)
+		if errcode.Code(err) == errcode.Unavailable && strings.Contains(err.Error(), "restarted in") {
+			break
+		}
+		if err == nil || errcode.Code(err) != errcode.Unavailable || time.Now().After(deadline) {
+			t.Fatalf("List after the third crash: %v, want unavailable in the backoff", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
