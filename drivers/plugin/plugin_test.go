@@ -86,14 +86,62 @@ func TestMain(m *testing.M) {
 }
 
 // load loads p and closes it at the end of the test.
+//
+// The plugin's stderr goes to the test: the plugins are built with -race
+// when the test binary is, and a race report (or a panic) of a plugin
+// process fails the test that loaded it, once the driver is closed.
 func load(t testing.TB, p plugin.Plugin) drivers.Driver {
 	t.Helper()
-	d, err := plugin.Load(p, nil)
+	stderr := &pluginStderr{}
+	d, err := plugin.Load(p, &plugin.Options{Logger: slog.New(stderr)})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
+	t.Cleanup(func() {
+		if bad := stderr.failures(); len(bad) > 0 {
+			t.Errorf("the plugin %s wrote a race report or a panic to its stderr:\n%s", p.Binary, strings.Join(bad, "\n"))
+		}
+	})
 	t.Cleanup(func() { _ = d.(io.Closer).Close() })
 	return d
+}
+
+// pluginStderr is a slog.Handler that keeps the lines plugins write to
+// their stderr (plugin.Options.Logger) from the first race report or panic
+// on, at most 200 of them.
+type pluginStderr struct {
+	mu    sync.Mutex
+	lines []string
+	bad   bool
+}
+
+func (h *pluginStderr) Enabled(context.Context, slog.Level) bool { return true }
+func (h *pluginStderr) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *pluginStderr) WithGroup(string) slog.Handler            { return h }
+
+func (h *pluginStderr) Handle(_ context.Context, r slog.Record) error {
+	line := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" {
+			line = a.Value.String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if strings.Contains(line, "WARNING: DATA RACE") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") {
+		h.bad = true
+	}
+	if h.bad && len(h.lines) < 200 {
+		h.lines = append(h.lines, line)
+	}
+	return nil
+}
+
+func (h *pluginStderr) failures() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.lines...)
 }
 
 type harness struct {
@@ -584,5 +632,21 @@ func TestProtocolVersionOfHandshake(t *testing.T) {
 	_, err := d.(drivers.Lister).List(t.Context(), config.Config{}, nil)
 	if !errors.Is(err, drivers.ErrUnavailable) || !strings.Contains(err.Error(), "this host's 1") || !strings.Contains(err.Error(), "Plugin version: 2") {
 		t.Errorf("List through a plugin of protocol version 2: %v, want a refusal naming versions 2 and 1", err)
+	}
+}
+
+// load's check of a plugin's stderr sees a race report, and the lines
+// after it, and nothing before it.
+func TestPluginStderrCheckSeesARaceReport(t *testing.T) {
+	h := &pluginStderr{}
+	log := slog.New(h)
+	log.Info("plugin stderr", "plugin", "p", "line", "listening")
+	if got := h.failures(); len(got) != 0 {
+		t.Fatalf("an ordinary line counts as a failure: %q", got)
+	}
+	log.Info("plugin stderr", "plugin", "p", "line", "WARNING: DATA RACE")
+	log.Info("plugin stderr", "plugin", "p", "line", "Write at 0x00c000 by goroutine 7:")
+	if got := h.failures(); len(got) != 2 || got[0] != "WARNING: DATA RACE" {
+		t.Errorf("failures after a race report: %q", got)
 	}
 }
