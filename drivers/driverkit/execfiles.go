@@ -73,7 +73,9 @@ umask 0; exec tar -x -o -f -`
 // getScript writes $1 as a tar stream: a directory's contents as ./NAME,
 // anything else (a link included, never followed) as ./BASE. When tar
 // fails the script exits with its status at once; when it succeeds the
-// script reads its stdin to the end before it exits 0, so that it is
+// script reads its stdin to the end before it exits 0, its stdout still
+// open (cat is not the script's last command, which a shell may exec, and
+// its own stdout is /dev/null), so that it is
 // still running while the archive's tail is on its way (GetArchive closes
 // the stdin once it has read the end-of-archive marker).
 const getScript = filesCheck + `p=$1
@@ -82,7 +84,7 @@ else
 [ -e "$p" ] || [ -L "$p" ] || exit 4
 cd -- "$(dirname -- "$p")" || exit 1; chk; tar -c -f - "./$(basename -- "$p")" || exit
 fi
-exec cat >/dev/null`
+cat >/dev/null; exit 0`
 
 // listScript prints each entry of $1 as NAME NUL MODE(hex) SIZE NUL
 // TARGET NUL, links not followed, and then the end record, an entry with
