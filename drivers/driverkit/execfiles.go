@@ -20,10 +20,11 @@ import (
 )
 
 // ExecFiles implements drivers.Files for a sandbox that runs commands in
-// a POSIX sh with tar, stat, readlink and dirname (busybox will do): tar
-// streams go through the commands' stdin and stdout, so it works wherever
-// commands run, a tmpfs or a network-less sandbox included. The zero
-// ExecFiles is not usable: Start and Workdir are required.
+// a POSIX sh with tar, cat, stat, readlink, dirname and basename (busybox
+// will do): tar streams go through the commands' stdin and stdout, so it
+// works wherever commands run, a tmpfs or a network-less sandbox
+// included. The zero ExecFiles is not usable: Start and Workdir are
+// required.
 //
 // No transfer is taken as whole because its command said so: a transport
 // may lose the tail of a command's output when the command exits (the

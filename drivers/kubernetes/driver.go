@@ -34,8 +34,8 @@ type Options struct {
 // whose sandboxes are pods. It also implements drivers.Lister,
 // drivers.Destroyer, drivers.HealthChecker, drivers.ArchReporter and
 // drivers.IsolationDeclarer (reach them with drivers.DriverAs); its
-// sandboxes implement drivers.StreamExecer, drivers.Terminal and
-// drivers.ImageReporter. It is safe for concurrent use.
+// sandboxes implement drivers.StreamExecer, drivers.Terminal,
+// drivers.ImageReporter and drivers.Files. It is safe for concurrent use.
 type Driver interface {
 	drivers.Driver
 	// Close drops the driver's API clients (a drivers.Registry's Close
@@ -81,13 +81,13 @@ func newDriver(opts *Options) *driver {
 func (d *driver) Name() string { return driverName }
 
 // Capabilities declares exec, stream exec, list, destroy by id, image
-// identity and terminal (files and runner ingress are not declared yet:
-// see the package doc). No I/O.
+// identity, terminal and files (runner ingress is not declared yet: see
+// the package doc). No I/O.
 func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapList, drivers.CapDestroyByID,
-			drivers.CapImageIdentity, drivers.CapTerminal),
+			drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapFiles),
 		StartupBudget: defaultStartupTimeout,
 	}
 }
