@@ -32,12 +32,15 @@ import (
 // success). GetArchive's stream must end with tar's end-of-archive
 // marker, and its command, once tar has succeeded, waits for the end of
 // its stdin, which GetArchive closes only once it has read that marker:
-// the command does not exit while any of the archive is on its way (Start
-// must feed Command.Stdin as it comes, as the drivers.StreamExecer
-// contract says). PutArchive sends only an archive whose end-of-archive
+// the command does not exit while any of the archive is on its way. So
+// Start must copy Command.Stdin to the command as it reads it and stream
+// the output, as a drivers.StreamExecer does; with a Start that reads the
+// stdin whole before it runs the command (Daytona's bounded Exec) only
+// ReadDir works. PutArchive sends only an archive whose end-of-archive
 // marker it has read, and ReadDir's listing ends with an end record. A
 // stream cut short is an error wrapping drivers.ErrTransient (a read can
-// be tried again), never a success.
+// be tried again), never a success; the scripts' statuses (not found,
+// not a directory, out of the working directory) come as before.
 type ExecFiles struct {
 	// Sandbox names the sandbox in errors (its ID).
 	Sandbox string
