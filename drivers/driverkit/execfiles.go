@@ -196,8 +196,9 @@ func (c *capped) Write(b []byte) (int, error) {
 // PutArchive extracts r under dir with tar in the sandbox. It sends r up
 // to its end-of-archive marker, reads what follows (a writer's padding,
 // 1 MiB at most) and then ends the command's stdin. An r that ends before
-// the marker, or is no tar stream, is an invalid argument (the sandbox
-// keeps what it extracted of it), never a success.
+// the marker, or is no tar stream, is an invalid argument, and one whose
+// Read fails is that error (the sandbox keeps what it extracted of it):
+// never a success.
 func (f ExecFiles) PutArchive(ctx context.Context, dir string, r io.Reader) error {
 	rel, abs, err := f.abs(dir)
 	if err != nil {
@@ -210,13 +211,18 @@ func (f ExecFiles) PutArchive(ctx context.Context, dir string, r io.Reader) erro
 	checked := make(chan struct{})
 	go func() {
 		defer close(checked)
-		sent := &sendErr{w: pw}
-		err := provenTar(io.TeeReader(r, sent))
+		src, sent := &readErr{r: r}, &sendErr{w: pw}
+		err := provenTar(io.TeeReader(src, sent))
 		switch {
 		case sent.err != nil:
 			// The command stopped reading: its status says why.
+		case src.err != nil:
+			bad <- fmt.Errorf("put archive into %s: reading the archive: %w", f.target(rel), src.err)
+			cancel()
 		case err != nil:
-			bad <- err
+			bad <- &errcode.Error{Code: errcode.Invalid, Op: "put archive", Target: f.target(rel),
+				Message: "The archive to put is no whole tar stream (it ends before its end-of-archive marker, or does not parse): send a whole archive.",
+				Err:     err}
 			cancel()
 		default:
 			_, _ = io.CopyN(io.Discard, r, 1<<20)
@@ -230,13 +236,25 @@ func (f ExecFiles) PutArchive(ctx context.Context, dir string, r io.Reader) erro
 	}
 	select {
 	case aerr := <-bad:
-		return &errcode.Error{Code: errcode.Invalid, Op: "put archive", Target: f.target(rel),
-			Message: "The archive to put is no whole tar stream (it ends before its end-of-archive marker, or does not parse): send a whole archive.",
-			Err:     aerr}
+		return aerr
 	default:
 		// An error of the command, or r still being read after it ended.
 		return err
 	}
+}
+
+// readErr keeps the error of reads from r other than io.EOF.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(b []byte) (int, error) {
+	n, err := e.r.Read(b)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // sendErr keeps the first error of writes to w.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
@@ -118,7 +119,8 @@ func TestGetArchiveNeedsTheEndOfArchive(t *testing.T) {
 }
 
 // An archive to put that ends before its end-of-archive marker is
-// refused as invalid; what the command reads stops at the marker.
+// refused as invalid, one whose Read fails is that error; what the
+// command reads stops at the marker.
 func TestPutArchiveNeedsTheEndOfArchive(t *testing.T) {
 	t.Parallel()
 	whole := tarOf(t, map[string]int{"a": 1000, "b": 3000})
@@ -151,6 +153,15 @@ func TestPutArchiveNeedsTheEndOfArchive(t *testing.T) {
 		case !tc.ok && errcode.Code(err) != errcode.Invalid:
 			t.Errorf("%s: PutArchive = %v, want an invalid argument", tc.name, err)
 		}
+	}
+	broken := errors.New("the source broke")
+	f := ExecFiles{Sandbox: "sandbox s", Workdir: "/w", Start: func(_ context.Context, cmd drivers.Command, _, _ io.Writer) (drivers.Process, error) {
+		_, _ = io.Copy(io.Discard, cmd.Stdin)
+		return doneProcess{}, nil
+	}}
+	err := f.PutArchive(context.Background(), "d", io.MultiReader(bytes.NewReader(whole[:boundary]), iotest.ErrReader(broken)))
+	if !errors.Is(err, broken) || errcode.Code(err) == errcode.Invalid {
+		t.Errorf("PutArchive of a source that fails: %v, want its error, not an invalid argument", err)
 	}
 }
 
