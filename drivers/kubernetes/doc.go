@@ -14,7 +14,8 @@
 // New and the driver's Acquire are the entry points; config.go holds the
 // schema, pod.go the pod, acquire.go the wait for it, exec.go and
 // terminal.go the commands, release.go the release, list and destroy,
-// health.go the provider health and the architecture. docs/kubernetes.md
+// files.go the files, health.go the provider health and the
+// architecture. docs/kubernetes.md
 // says what the credentials need (a namespaced Role) and what the driver
 // leaves to the operator (Services, NetworkPolicy).
 //
@@ -84,7 +85,8 @@
 // Signals and cancellation run a second exec that signals every process
 // carrying the marker and the groups they lead, as the Docker driver
 // does; a cancellation repeats it until none is left and the stream has
-// ended. The image needs env, sh, grep and kill (busybox will do).
+// ended. The image needs env, sh, grep and kill (busybox will do), and for
+// the files tar, cat, stat, readlink, dirname and basename.
 //
 // The terminal is a TTY exec with resize; with an environment to send it
 // turns the TTY's echo off (stty) before reading it, so that no value is
@@ -107,14 +109,21 @@
 //
 // # Files, image, isolation, health
 //
-// Files are not declared yet. Tar streams through exec (as kubectl cp
-// does, driverkit.ExecFiles) passed the conformance suite on a quiet
-// machine, but under load a 64 MiB archive came back cut short with the
-// exec's status a success (through SPDY and through WebSocket alike): the
-// end of the stream is lost between the container's exit and the
-// kubelet's copy of its output, and nothing on this side can tell. A
-// files capability needs a transfer that proves its length first.
-// ImageIdentity reads the
+// Files are tar streams through exec, as kubectl cp does
+// (driverkit.ExecFiles), and each proves that it arrived whole. The exec
+// can lose the end of a command's output when the command exits, its
+// status a success (under load a 64 MiB archive came back cut short,
+// through SPDY and WebSocket alike: the kubelet's copy of the output races
+// with the exit). So GetArchive's stream must end with tar's
+// end-of-archive marker (archive/tar alone takes an end at an entry's
+// boundary for the archive's end), and its command, after tar, waits for
+// its stdin to end, which the driver closes only once that marker has
+// arrived: nothing is left on its way when the command exits. A listing
+// (ReadDir) must end with an end record. PutArchive sends its archive up
+// to the end-of-archive marker and closes the stdin; tar's status comes
+// with the exec's status, which is not lost. A stream cut short is
+// drivers.ErrTransient, never a success; a read (GetArchive before its
+// first byte, ReadDir) is tried again, three tries. ImageIdentity reads the
 // container status's imageID (a repository digest). EngineKernel reads
 // the pod's node's kernel release, for the probe's isolation measurement
 // (credentials that may not read nodes get none, and the probe says it did

@@ -34,8 +34,8 @@ type Options struct {
 // whose sandboxes are pods. It also implements drivers.Lister,
 // drivers.Destroyer, drivers.HealthChecker, drivers.ArchReporter and
 // drivers.IsolationDeclarer (reach them with drivers.DriverAs); its
-// sandboxes implement drivers.StreamExecer, drivers.Terminal and
-// drivers.ImageReporter. It is safe for concurrent use.
+// sandboxes implement drivers.StreamExecer, drivers.Terminal,
+// drivers.ImageReporter and drivers.Files. It is safe for concurrent use.
 type Driver interface {
 	drivers.Driver
 	// Close drops the driver's API clients (a drivers.Registry's Close
@@ -83,13 +83,13 @@ func (d *driver) Name() string { return driverName }
 // Capabilities declares exec, stream exec, reattach (Resume reopens a
 // running pod by name from any process; reuse is not declared: a pod
 // cannot be stopped and started again), list, destroy by id, image
-// identity and terminal (files and runner ingress are not declared yet:
-// see the package doc). No I/O.
+// identity, terminal and files (runner ingress is not declared yet: see
+// the package doc). No I/O.
 func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReattach, drivers.CapList, drivers.CapDestroyByID,
-			drivers.CapImageIdentity, drivers.CapTerminal),
+			drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapFiles),
 		StartupBudget: defaultStartupTimeout,
 	}
 }

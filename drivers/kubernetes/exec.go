@@ -81,6 +81,7 @@ var (
 	_ drivers.StreamExecer  = (*sandbox)(nil)
 	_ drivers.ImageReporter = (*sandbox)(nil)
 	_ drivers.Terminal      = (*sandbox)(nil)
+	_ drivers.Files         = (*sandbox)(nil)
 )
 
 // ID returns the pod's name.

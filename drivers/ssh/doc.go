@@ -67,11 +67,12 @@
 //
 // Files (drivers.Files) go as tar over the session, through commands like
 // any other (no SFTP: Debian's Dropbear has none), with the host's sh,
-// tar, stat and readlink (driverkit.ExecFiles). They are confined to the
-// session's working directory: a path whose directory resolves outside it
-// through a link the task planted is refused, and a link at the asked
-// path is sent as the link. A host unpacks what comes back with
-// tarsafe.Extract.
+// tar, cat, stat and readlink (driverkit.ExecFiles: an archive or listing
+// that ends before its end marker is drivers.ErrTransient, never a
+// success). They are confined to the session's working directory: a path
+// whose directory resolves outside it through a link the task planted is
+// refused, and a link at the asked path is sent as the link. A host
+// unpacks what comes back with tarsafe.Extract.
 //
 // Release kills the process groups of the lease's commands still running
 // and every process of the login user carrying the lease's tag (read from
