@@ -338,6 +338,13 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		return nil, fmt.Errorf("docker %s: container %s runs image %s, not %s that %q resolved to; removed", cfg.host, id, ins.Image, imageID, cfg.image)
 	}
 	sb.pinned = provenIdentity(cfg, ins.Image)
+	if req.Warm {
+		// Best effort: without it the first command takes the ordinary
+		// path.
+		if err := sb.prime(ctx); err != nil {
+			d.log.Debug("docker: priming the first exec", "container", id, "err", err)
+		}
+	}
 	d.log.Debug("docker: acquired", "host", cfg.host, "container", id, "image", cfg.image)
 	return sb, nil
 }
