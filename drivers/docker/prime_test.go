@@ -10,8 +10,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/berthdev/berth/drivers"
-	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/drivers/docker"
+	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/internal/testenv"
 )
 
