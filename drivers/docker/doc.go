@@ -125,11 +125,13 @@
 // marker exported, its arguments set, the command execed in the sh's
 // place, so its output, status and kill are an exec's as above; the rest
 // of stdin is the command's (closed at once when it has none). Before the
-// line is written the engine must report the exec running; a command it
-// cannot carry exactly (another working directory, an environment variable
-// name the shell treats specially, a NUL byte) and every later command
-// take the ordinary path, and a release closes an unused primed exec (its
-// sh reads the end of its stdin and exits).
+// line is written the engine must report the exec running. It serves only
+// a first command that nothing preceded: a terminal or a runner opened
+// first closes it, as does a command it cannot carry exactly (another
+// working directory, an environment variable name the shell treats
+// specially, a NUL byte); those and every later command take the ordinary
+// path, and a release closes an unused primed exec (its sh reads the end
+// of its stdin and exits).
 //
 // # Release and receipts (LEASE-7)
 //

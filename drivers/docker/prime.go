@@ -28,9 +28,12 @@ import (
 // its output is the exec's output, its status the exec's status, and a
 // kill finds it by its marker. The rest of the stdin is the command's; a
 // command without stdin sees it closed at once. A primed exec serves one
-// command; a command it cannot carry exactly (another working directory,
-// an environment variable the shell treats specially, a NUL byte) closes
-// it unused and takes the ordinary path.
+// command, and only as the first thing run in the sandbox through its
+// handle: a terminal or a runner opened first closes it (so no process of
+// a command can have reached the sh's stdin through /proc before the
+// line is written), and a command it cannot carry exactly (another
+// working directory, an environment variable the shell treats specially,
+// a NUL byte) closes it unused and takes the ordinary path.
 const primedScript = `berth_nl='
 '
 IFS= read -r berth_cmd || exit 0

@@ -54,8 +54,9 @@ func TestConformanceWarm(t *testing.T) {
 // A warm sandbox's first command makes no exec of its own (the primed one
 // runs it), under runc and under runsc, with its arguments, environment
 // and stdin as given; the next command makes its own; a command the primed
-// exec cannot carry exactly (another directory) takes the ordinary path;
-// a release closes an unused primed exec, leaving no process of it.
+// exec cannot carry exactly (another directory) takes the ordinary path,
+// as does a first command after a terminal; a release closes an unused
+// primed exec, leaving no process of it.
 func TestWarmFirstExec(t *testing.T) {
 	t.Parallel()
 	for _, rt := range []string{"", "runsc"} {
@@ -123,6 +124,23 @@ func TestWarmFirstExec(t *testing.T) {
 			}
 			if !execCreated() {
 				t.Fatal("a first command in another directory made no exec: the primed one cannot carry it")
+			}
+
+			sb = acquire()
+			term, err := sb.(drivers.Terminal).OpenTerminal(ctx, drivers.TerminalRequest{Argv: []string{"sh", "-c", "exit 0"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := term.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_ = term.Close()
+			p.take()
+			if res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"true"}}); err != nil || res.ExitCode != 0 {
+				t.Fatalf("a command after a terminal: %v %+v", err, res)
+			}
+			if !execCreated() {
+				t.Fatal("a command after a terminal made no exec: the terminal, run first, closes the primed one")
 			}
 
 			sb = acquire()
