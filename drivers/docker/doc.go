@@ -116,8 +116,10 @@
 // escapes the kill; stopping or destroying the container ends it.
 //
 // A warm sandbox (drivers.AcquireRequest.Warm: a warm-pool member, idle
-// until it is handed out) has its first command's exec started within
-// Acquire: starting an exec is the engine's dearest step of a command
+// until it is handed out) on an engine reached through a unix:// socket
+// has its first command's exec started within Acquire (a tcp://
+// connection idling until then could be dropped silently by the
+// network). Starting an exec is the engine's dearest step of a command
 // (under runsc about 60 ms on the test machine, the runtime's binary run
 // twice per exec, against about 10 for a primed exec to run its
 // command). The primed exec is a sh, marked like the wrapper, that reads

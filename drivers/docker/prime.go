@@ -16,8 +16,8 @@ import (
 )
 
 // The first command of a warm sandbox (drivers.AcquireRequest.Warm: a
-// warm-pool member, idle until it is handed out) runs through an exec
-// that Acquire started ahead. Starting an exec is the engine's dearest
+// warm-pool member, idle until it is handed out) on a unix:// engine runs
+// through an exec that Acquire started ahead. Starting an exec is the engine's dearest
 // step of a command: under gVisor's runsc about 60 ms on the test machine
 // (the runtime's binary runs twice per exec), against about 10 for the
 // primed exec to run its command; it was the whole of a pooled
