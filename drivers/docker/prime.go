@@ -39,6 +39,11 @@ const primedScript = `berth_nl='
 IFS= read -r berth_cmd || exit 0
 eval "$berth_cmd"`
 
+// primeTimeout bounds the priming within Acquire: it is best effort, and
+// an engine that does not start the exec by then costs the member its
+// primed first command, not its start.
+const primeTimeout = 20 * time.Second
+
 // primedExec is an exec started ahead, its sh waiting for its line.
 type primedExec struct {
 	execID string
@@ -48,6 +53,8 @@ type primedExec struct {
 // prime starts the exec that the sandbox's first command will run
 // through and waits until the engine reports it running.
 func (s *sandbox) prime(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, primeTimeout)
+	defer cancel()
 	created, err := s.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 		Env:        s.execEnv(nil),
