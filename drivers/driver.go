@@ -67,6 +67,13 @@ type AcquireRequest struct {
 	// anything, with an error wrapping ErrUnsupported that names
 	// runner_ingress. Default nil: no runner.
 	Runner *RunnerSpec
+	// Warm says the sandbox will wait idle before its first command (a
+	// warm-pool member): a driver may prepare ahead, within Acquire, what
+	// that first command needs, so that it starts sooner (Docker starts
+	// the exec that will run it). Best effort: a preparation that fails
+	// or is gone when the command comes changes nothing but its speed.
+	// Default false.
+	Warm bool
 }
 
 // Sandbox is one acquired lease target. It is safe for concurrent use: many

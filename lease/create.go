@@ -86,6 +86,7 @@ func (m *Manager) create(ctx context.Context, a *acq, l *Lease) (*Handle, error)
 	err := retry.Do(bctx, policy, func(actx context.Context, _ int) error {
 		s, err := a.drv.Acquire(actx, a.cfg, drivers.AcquireRequest{
 			LeaseID: l.ID, Labels: l.Labels, Workspace: a.req.Workspace, Allocated: allocated, Runner: a.runner,
+			Warm: a.member && a.runner == nil, // a runner pool's first command is a task, not an exec
 		})
 		if err == nil {
 			sb = s

@@ -198,7 +198,9 @@
 // refill or, in another process, the provider's resumed by id. A member
 // that is gone is recorded failed with the provider's answer and the next
 // one is tried; without a member the acquisition creates as always. An
-// adopted member is an ordinary lease: it is never pooled again. Refills
+// adopted member is an ordinary lease: it is never pooled again. A refill
+// acquires a member warm (drivers.AcquireRequest.Warm), except a runner
+// pool's: the driver may prepare its first command ahead. Refills
 // follow adoptions and sweeps in the background (two at once
 // per environment, each start within its budget; Close stops them and
 // waits) unless Options.ManualPoolRefill; MaintainPools refills and waits.

@@ -115,6 +115,26 @@
 // group, or runs as another user (the container's root has no CAP_KILL),
 // escapes the kill; stopping or destroying the container ends it.
 //
+// A warm sandbox (drivers.AcquireRequest.Warm: a warm-pool member, idle
+// until it is handed out) on an engine reached through a unix:// socket
+// has its first command's exec started within Acquire (a tcp://
+// connection idling until then could be dropped silently by the
+// network). Starting an exec is the engine's dearest step of a command
+// (under runsc about 60 ms on the test machine, the runtime's binary run
+// twice per exec, against about 10 for a primed exec to run its
+// command). The primed exec is a sh, marked like the wrapper, that reads
+// one line from its stdin and evals it: the command's environment and
+// marker exported, its arguments set, the command execed in the sh's
+// place, so its output, status and kill are an exec's as above; the rest
+// of stdin is the command's (closed at once when it has none). Before the
+// line is written the engine must report the exec running. It serves only
+// a first command that nothing preceded: a terminal or a runner opened
+// first closes it, as does a command it cannot carry exactly (another
+// working directory, an environment variable name the shell treats
+// specially, a NUL byte); those and every later command take the ordinary
+// path, and a release closes an unused primed exec (its sh reads the end
+// of its stdin and exits).
+//
 // # Release and receipts (LEASE-7)
 //
 // Keep reads the state back; Stop stops the container (it stays resumable by

@@ -338,6 +338,15 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		return nil, fmt.Errorf("docker %s: container %s runs image %s, not %s that %q resolved to; removed", cfg.host, id, ins.Image, imageID, cfg.image)
 	}
 	sb.pinned = provenIdentity(cfg, ins.Image)
+	if req.Warm && strings.HasPrefix(cfg.host, "unix://") {
+		// Best effort: without it the first command takes the ordinary
+		// path. Only on a local socket: a primed exec's connection idles
+		// until the first command, and a tcp:// connection that a
+		// network drops silently would take the command's line with it.
+		if err := sb.prime(ctx); err != nil {
+			d.log.Debug("docker: priming the first exec", "container", id, "err", err)
+		}
+	}
 	d.log.Debug("docker: acquired", "host", cfg.host, "container", id, "image", cfg.image)
 	return sb, nil
 }

@@ -77,6 +77,9 @@ type sandbox struct {
 	// kills has room for one token (Acquire and Resume make it so): the
 	// kill execs of one container run one at a time (signalMarked).
 	kills chan struct{}
+
+	primedMu sync.Mutex
+	primed   *primedExec // the exec a warm sandbox's first command runs through (prime.go)
 }
 
 var (
@@ -133,6 +136,11 @@ func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr
 	}
 	if stderr == nil {
 		stderr = io.Discard
+	}
+	if pr := s.takePrimed(); pr != nil {
+		if p := s.startPrimed(ctx, pr, cmd, stdout, stderr); p != nil {
+			return p, nil
+		}
 	}
 	marker := randomHex(8)
 	dir := cmd.Dir

@@ -1,5 +1,12 @@
 package docker
 
+import (
+	"context"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/config"
+)
+
 // Names the external tests (package docker_test) use; unexported in the
 // package.
 const (
@@ -32,3 +39,18 @@ type Concrete = *driver
 
 // NewConcrete returns the driver New returns, as its own type.
 func NewConcrete(opts *Options) Concrete { return newDriver(opts) }
+
+// WarmDriver is the driver with every acquisition warm
+// (drivers.AcquireRequest.Warm, as a pool refill asks): the first command
+// of each of its sandboxes runs through the exec that Acquire primed. Its
+// optional methods are the driver's own.
+type WarmDriver struct{ *driver }
+
+// NewWarm returns a WarmDriver.
+func NewWarm(opts *Options) WarmDriver { return WarmDriver{newDriver(opts)} }
+
+// Acquire acquires with req.Warm set.
+func (w WarmDriver) Acquire(ctx context.Context, raw config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
+	req.Warm = true
+	return w.driver.Acquire(ctx, raw, req)
+}

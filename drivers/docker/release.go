@@ -32,6 +32,7 @@ const stopTimeout = 10 * time.Second
 func (s *sandbox) Release(ctx context.Context, disp drivers.Disposition) (drivers.Receipt, error) {
 	s.released.Store(true)
 	s.closeIngress()
+	s.closePrimed()
 	switch disp {
 	case drivers.Keep:
 		return confirmState(ctx, s.cli, s.cfg.host, s.id)

@@ -252,6 +252,7 @@ func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (driv
 	if err := s.checkLive(); err != nil {
 		return nil, err
 	}
+	s.closePrimed() // a primed exec serves a first command that nothing else preceded (prime.go)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("docker: host runner in %s: %w", s.id, err)
 	}

@@ -19,6 +19,7 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 	if err := s.checkLive(); err != nil {
 		return nil, err
 	}
+	s.closePrimed() // a primed exec serves a first command that nothing else preceded (prime.go)
 	argv := req.Argv
 	if len(argv) == 0 {
 		argv = []string{"/bin/sh"}
