@@ -19,11 +19,6 @@ import (
 	"github.com/berthdev/berth/errcode"
 )
 
-// errRunnerUnsupported refuses an Acquire with a Runner: the runner's
-// ingress through exec (internal/execrelay) is not declared yet (see the
-// package documentation).
-var errRunnerUnsupported = fmt.Errorf("kubernetes: %s: berth's runner in a pod is not supported yet: %w", drivers.CapRunnerIngress, drivers.ErrUnsupported)
-
 // Acquire creates a hardened pod (podSpec) labelled with req.Labels,
 // berth.managed=true and berth.lease, calls req.Allocated with its name
 // (the provider lease id), and waits until its container runs, within
@@ -32,15 +27,12 @@ var errRunnerUnsupported = fmt.Errorf("kubernetes: %s: berth's runner in a pod i
 // ends) fails at once with the reason its status gives; one that is not
 // scheduled or started by the deadline fails with the reason of its
 // status and its latest warning event. The pod is deleted when Acquire
-// fails after creating it. req.Runner is refused (drivers.ErrUnsupported
-// naming runner_ingress) before anything is created.
+// fails after creating it. Every pod has the runner's emptyDir (HostRunner
+// installs the runner there), so req.Runner changes nothing.
 func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
 		return nil, err
-	}
-	if req.Runner != nil {
-		return nil, errRunnerUnsupported
 	}
 	c, err := d.client(cfg)
 	if err != nil {

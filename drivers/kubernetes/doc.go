@@ -60,16 +60,23 @@
 // started in time fails with its status's reason and its latest warning
 // event. A pod Acquire gave up on is deleted.
 //
-// # Runner ingress (not declared)
+// # Runner ingress
 //
-// berth's runner in a pod is not supported yet: an Acquire with a Runner
-// is refused (drivers.ErrUnsupported naming runner_ingress) before a pod
-// is created. The way it is meant to work, tried on this branch and
-// withdrawn (it passed the suite's runner subtest once, and then hung in
-// a later exec after the ingress closed): the runner binary copied
-// through exec into an emptyDir at /.berth, and internal/execrelay's relay
-// (berth-runner relay) carrying its socket over one streaming exec's
-// stdin and stdout, through the API server.
+// berth's runner runs in the pod with no network path from the pod to the
+// host (the cluster may be remote): every pod has an emptyDir at /.berth,
+// HostRunner copies the runner binary there through exec (a tar stream
+// proven whole, as the files capability's; once per handle and sum), and
+// the ingress is internal/execrelay's: the runner binary's relay mode
+// (berth-runner relay) listens on /.berth/run/prp.sock in the pod and
+// carries each connection made to it over one streaming exec's stdin and
+// stdout, through the API server, to the host, which serves the
+// controller on them; a relay whose exec ends is started again, and the
+// runner reconnects through it. The runner and the relay run as the
+// container's user, the tasks' too: a task of that user can replace the
+// socket or the binary in /.berth, as it can any file of its user (run
+// the tasks as another user where that matters). Closing the ingress stops
+// accepting; the relay ends once its connections have, and Release ends
+// it with the pod.
 //
 // # Commands
 //

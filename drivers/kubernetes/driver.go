@@ -83,13 +83,13 @@ func (d *driver) Name() string { return driverName }
 // Capabilities declares exec, stream exec, reattach (Resume reopens a
 // running pod by name from any process; reuse is not declared: a pod
 // cannot be stopped and started again), list, destroy by id, image
-// identity, terminal and files (runner ingress is not declared yet: see
-// the package doc). No I/O.
+// identity, terminal, files and runner ingress (see the package doc). No
+// I/O.
 func (d *driver) Capabilities() drivers.Capabilities {
 	return drivers.Capabilities{
 		Kind: drivers.KindSandbox,
 		Declared: drivers.NewSet(drivers.CapExec, drivers.CapStreamExec, drivers.CapReattach, drivers.CapList, drivers.CapDestroyByID,
-			drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapFiles),
+			drivers.CapImageIdentity, drivers.CapTerminal, drivers.CapFiles, drivers.CapRunnerIngress),
 		StartupBudget: defaultStartupTimeout,
 	}
 }

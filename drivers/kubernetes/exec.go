@@ -74,6 +74,7 @@ type sandbox struct {
 	uid      string
 	node     string
 	released atomic.Bool
+	runner   runnerState
 }
 
 var (

@@ -94,6 +94,7 @@ func podSpec(cfg *settings, name string, req drivers.AcquireRequest) *corev1.Pod
 	if cfg.readonly {
 		addScratch(pod, cfg)
 	}
+	addRunnerVolume(pod)
 	return pod
 }
 

@@ -35,6 +35,7 @@ func (s *sandbox) get(ctx context.Context) (*corev1.Pod, error) {
 // answer) is an error naming what holds it, and the receipt is not
 // confirmed.
 func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
+	s.closeIngress()
 	if d == drivers.Keep {
 		if err := s.checkLive(); err != nil {
 			return drivers.Receipt{}, err

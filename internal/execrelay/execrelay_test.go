@@ -291,24 +291,17 @@ func TestARemovedSocketIsBoundAgain(t *testing.T) {
 	}
 }
 
+// Close with no connection open ends the relay and everything the
+// listener started before it returns.
 func TestCloseEndsTheRelayAndAllItStarted(t *testing.T) {
 	r := newRelays(t)
 	testenv.RunnerBinary(t) // built before the goroutines are counted
 	before := runtime.NumGoroutine()
 	ln := listen(t, r.start, nil)
-	c, err := net.Dial("unix", r.socket)
-	if err != nil {
+	if err := echo(r.socket, 1024); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	if _, err := c.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(c, buf); err != nil {
-		t.Fatal(err)
-	}
+	waitNoConns(t, ln)
 	proc := r.last()
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
@@ -320,20 +313,127 @@ func TestCloseEndsTheRelayAndAllItStarted(t *testing.T) {
 		t.Errorf("Ready after Close: %v, want net.ErrClosed", err)
 	}
 	// Close returned after the relay's exec had: the process is gone (and
-	// reaped: Wait returned), its socket removed, the connection ended.
+	// reaped: Wait returned), its socket removed.
 	if err := proc.Signal(syscall.Signal(0)); err == nil {
 		t.Errorf("the relay (pid %d) still runs after Close", proc.Pid)
 	}
 	if _, err := os.Lstat(r.socket); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket is still there after Close: %v", err)
 	}
-	if _, err := c.Read(buf); err == nil {
-		t.Error("a relayed connection still reads after Close")
-	}
-	c.Close()
 	waitGoroutines(t, before)
 	if n := r.count(); n != 1 {
 		t.Errorf("%d relays started, want 1", n)
+	}
+}
+
+// waitNoConns waits until the connections ln carried have ended on both
+// sides (an echo's stream is finished a moment after its bytes came
+// back).
+func waitNoConns(t *testing.T, ln *execrelay.Listener) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for execrelay.OpenConns(ln) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d relayed connections still open", execrelay.OpenConns(ln))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Close is a net.Listener's: it stops accepting, and a connection Accept
+// returned goes on carrying bytes both ways, so that a server's last
+// response reaches the sandbox (http.Server.Shutdown closes its listener
+// before it closes its connections). A connection made after Close is
+// closed. The relay ends once the open connection has ended.
+func TestCloseLetsOpenConnectionsFinish(t *testing.T) {
+	t.Parallel()
+	r := newRelays(t)
+	ln := listen(t, r.start, nil)
+	c, err := net.Dial("unix", r.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	roundTrip := func(what string) {
+		t.Helper()
+		if _, err := c.Write([]byte(what)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(what))
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != what {
+			t.Fatalf("echo of %q: %q, %v", what, buf, err)
+		}
+	}
+	roundTrip("before")
+	proc := r.last()
+	began := time.Now()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(began); waited > 5*time.Second {
+		t.Errorf("Close with a connection open waited %s for it", waited.Round(time.Millisecond))
+	}
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+	}
+	roundTrip("after the listener's Close")
+	if late, err := net.Dial("unix", r.socket); err == nil {
+		late.SetDeadline(time.Now().Add(10 * time.Second))
+		late.Write([]byte("x"))
+		if n, err := late.Read(make([]byte, 1)); err == nil {
+			t.Errorf("a connection made after Close was carried (read %d bytes)", n)
+		}
+		late.Close()
+	}
+	if err := proc.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the relay ended while a connection was open: %v", err)
+	}
+	c.Close() // the echo ends its side: the relay ends after it
+	deadline := time.Now().Add(20 * time.Second)
+	for proc.Signal(syscall.Signal(0)) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay (pid %d) still runs after its last connection ended", proc.Pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := r.count(); n != 1 {
+		t.Errorf("%d relays started, want 1: a closed listener starts none again", n)
+	}
+}
+
+// A connection that stays open does not keep the relay past
+// Options.Drain after Close.
+func TestCloseDrainIsBounded(t *testing.T) {
+	t.Parallel()
+	r := newRelays(t)
+	ln := listen(t, r.start, &execrelay.Options{Drain: 500 * time.Millisecond})
+	c, err := net.Dial("unix", r.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	proc := r.last()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The connection stays open on both sides; the drain's end ends it.
+	if _, err := io.ReadAll(c); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Logf("the open connection ended with %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for proc.Signal(syscall.Signal(0)) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay (pid %d) still runs well past the drain", proc.Pid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -35,7 +35,9 @@ type IngressConfig struct {
 // it. Launch starts the runner through driverkit.LaunchRunnerByExec (the
 // ticket in a 0600 file, nothing secret in an argv), LogTail reads its log
 // through driverkit.RunnerLogTailByExec (also after Close), and Close
-// closes the listener: the relay removes its socket; no runner is stopped.
+// closes the listener as Listener.Close does (the relay ends, removing its
+// socket, once the connections it carries have ended); no runner is
+// stopped.
 // ctx bounds only the wait for the relay; a relay that does not come up
 // within it, or within Options.GreetingTimeout (30 s), is an error wrapping
 // drivers.ErrUnavailable that says what the relay said.
@@ -87,8 +89,8 @@ var _ drivers.RunnerIngress = (*ingress)(nil)
 // Endpoint returns "unix:" and the relay's socket path.
 func (in *ingress) Endpoint() string { return "unix:" + in.cfg.Socket }
 
-// Close closes the listener (the relay ends and removes its socket); it
-// stops no runner.
+// Close closes the listener (Listener.Close: the relay ends and removes
+// its socket once its connections have ended); it stops no runner.
 func (in *ingress) Close() error {
 	in.mu.Lock()
 	in.closed = true

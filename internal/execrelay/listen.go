@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -55,6 +56,10 @@ type Options struct {
 	// Logger receives a relay's ends and restarts (at Warn, with the tail
 	// of its standard error as printable text); nil discards them.
 	Logger *slog.Logger
+	// Drain bounds how long the relay outlives Close while connections
+	// Accept returned are still open (a server's last responses on their
+	// way); 0 means 10 seconds.
+	Drain time.Duration
 }
 
 // Listener is the host's side of the relay: a net.Listener whose Accept
@@ -75,6 +80,11 @@ type Listener struct {
 	conns  chan net.Conn
 	slots  chan struct{}
 	done   chan struct{} // closed when the run loop has ended
+
+	stopped  chan struct{} // closed by Close: Accept refuses, new streams are closed
+	stopOnce sync.Once
+	accepted sync.WaitGroup // connections Accept returned that have not ended
+	live     atomic.Int64   // how many of them
 
 	mu      sync.Mutex
 	up      bool          // a relay has greeted and runs
@@ -107,6 +117,9 @@ func Listen(ctx context.Context, start StartFunc, opts *Options) *Listener {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
 	}
+	if o.Drain <= 0 {
+		o.Drain = 10 * time.Second
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -117,6 +130,7 @@ func Listen(ctx context.Context, start StartFunc, opts *Options) *Listener {
 		conns:   make(chan net.Conn),
 		slots:   make(chan struct{}, o.MaxConns),
 		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
 		changed: make(chan struct{}),
 	}
 	go l.run(ctx)
@@ -129,23 +143,59 @@ func Listen(ctx context.Context, start StartFunc, opts *Options) *Listener {
 // again, unseen by Accept).
 func (l *Listener) Accept() (net.Conn, error) {
 	select {
-	case c := <-l.conns:
-		return c, nil
+	case <-l.stopped:
 	case <-l.done:
-		return nil, fmt.Errorf("execrelay: accept: %w", net.ErrClosed)
+	default:
+		select {
+		case c := <-l.conns:
+			return c, nil
+		case <-l.stopped:
+		case <-l.done:
+		}
 	}
+	return nil, fmt.Errorf("execrelay: accept: %w", net.ErrClosed)
 }
 
-// Close stops the relay (its exec ends, and the relay removes its socket),
-// ends the connections it carries, and returns once the StartFunc has
-// returned and nothing the listener started runs. Closing again does
-// nothing.
+// Close stops accepting, as a net.Listener's Close does: Accept returns
+// net.ErrClosed, a connection made to the socket from now on is closed,
+// and no relay is started again. The connections Accept returned stay
+// open, so that what a server still writes on them reaches the sandbox
+// (http.Server.Shutdown closes its listener first, then waits for its
+// connections); once every one has ended on both sides, or Options.Drain
+// after Close, the relay ends (its exec ends, and the relay removes its
+// socket), ending any connection still open. With none open, Close
+// returns once the StartFunc has returned and nothing the listener
+// started runs; with some, it returns at once and the relay ends after
+// them. Closing again does nothing.
 func (l *Listener) Close() error {
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
-	l.cancel()
-	<-l.done
+	first := false
+	l.stopOnce.Do(func() {
+		first = true
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		close(l.stopped)
+	})
+	if !first {
+		return nil
+	}
+	if l.live.Load() == 0 {
+		l.cancel()
+		<-l.done
+		return nil
+	}
+	go func() {
+		drained := make(chan struct{})
+		go func() { l.accepted.Wait(); close(drained) }()
+		t := time.NewTimer(l.opts.Drain)
+		defer t.Stop()
+		select {
+		case <-drained:
+		case <-t.C:
+		case <-l.done:
+		}
+		l.cancel()
+	}()
 	return nil
 }
 
@@ -212,6 +262,12 @@ func (l *Listener) run(ctx context.Context) {
 		greeted, err := l.session(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		select {
+		case <-l.stopped: // closed: no relay is started again
+			<-ctx.Done()
+			return
+		default:
 		}
 		l.setState(false, err)
 		l.log.Warn("execrelay: the relay ended; starting it again", "err", err, "ran", time.Since(began).Round(time.Millisecond))
@@ -319,7 +375,18 @@ func (l *Listener) session(ctx context.Context) (greeted bool, err error) {
 		}
 		c := &conn{Stream: st, slots: l.slots}
 		select {
+		case <-l.stopped:
+			c.Close()
+			continue
+		default:
+		}
+		l.accepted.Add(1)
+		l.live.Add(1)
+		c.ended = func() { l.live.Add(-1); l.accepted.Done() }
+		select {
 		case l.conns <- c:
+		case <-l.stopped:
+			c.Close()
 		case <-sess.CloseChan():
 			c.Close()
 		}
@@ -359,6 +426,7 @@ type conn struct {
 	*yamux.Stream
 	slots chan struct{}
 	once  sync.Once
+	ended func() // called once the stream has ended on both sides
 }
 
 // Close closes the stream and returns; the slot is released once the
@@ -370,6 +438,9 @@ func (c *conn) Close() error {
 		go func() {
 			_, _ = io.Copy(io.Discard, c.Stream)
 			<-c.slots
+			if c.ended != nil {
+				c.ended()
+			}
 		}()
 	})
 	return err

@@ -1,0 +1,161 @@
+package kubernetes
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/internal/execrelay"
+)
+
+// The runner's places in the pod: an emptyDir volume every pod has,
+// mounted at runnerDir (no host path: the pod may run on a remote node).
+const (
+	runnerVolume   = "berth-runner"
+	runnerDir      = "/.berth"
+	runnerBinary   = runnerDir + "/bin/berth-runner"
+	runnerSocket   = runnerDir + "/run/prp.sock"
+	runnerStateDir = runnerDir + "/state"
+)
+
+// addRunnerVolume gives the pod the runner's emptyDir at runnerDir.
+func addRunnerVolume(pod *corev1.Pod) {
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: runnerVolume,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: runnerVolume, MountPath: runnerDir})
+}
+
+var _ drivers.RunnerHost = (*sandbox)(nil)
+
+// runnerState is what a sandbox handle knows of its runner: the sum it
+// installed and the open ingress.
+type runnerState struct {
+	mu        sync.Mutex
+	installed string // the SHA-256 of the runner this handle installed
+	ingress   *ingress
+}
+
+// HostRunner (drivers.RunnerHost) installs the runner of spec in the pod
+// at /.berth/bin/berth-runner (once per handle and sum: a tar stream
+// through exec, proven whole as the files capability's are), then opens
+// the ingress: internal/execrelay's relay (berth-runner relay) at
+// /.berth/run/prp.sock, carried over one streaming exec through the API
+// server, so that the runner reaches the host with no network path from
+// the pod. One open ingress per handle; Release closes it.
+func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
+	if err := s.checkLive(); err != nil {
+		return nil, err
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: host runner: %w", s.target(), err)
+	}
+	s.runner.mu.Lock()
+	defer s.runner.mu.Unlock()
+	if in := s.runner.ingress; in != nil && !in.isClosed() {
+		return nil, fmt.Errorf("%s: host runner: an ingress is already open", s.target())
+	}
+	if s.runner.installed != spec.SHA256 {
+		if err := s.installRunner(ctx, spec); err != nil {
+			return nil, err
+		}
+		s.runner.installed = spec.SHA256
+	}
+	ri, err := execrelay.OpenIngress(ctx, s, execrelay.IngressConfig{Binary: runnerBinary, Socket: runnerSocket, StateDir: runnerStateDir})
+	if err != nil {
+		return nil, fmt.Errorf("%s: host runner: %w", s.target(), err)
+	}
+	in := &ingress{RunnerIngress: ri}
+	s.runner.ingress = in
+	return in, nil
+}
+
+// ingress is execrelay's ingress, knowing whether it was closed.
+type ingress struct {
+	drivers.RunnerIngress
+	mu     sync.Mutex
+	closed bool
+}
+
+func (in *ingress) Close() error {
+	in.mu.Lock()
+	in.closed = true
+	in.mu.Unlock()
+	return in.RunnerIngress.Close()
+}
+
+func (in *ingress) isClosed() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.closed
+}
+
+// closeIngress closes the handle's open ingress, if any.
+func (s *sandbox) closeIngress() {
+	s.runner.mu.Lock()
+	in := s.runner.ingress
+	s.runner.ingress = nil
+	s.runner.mu.Unlock()
+	if in != nil {
+		_ = in.Close()
+	}
+}
+
+// installRunner puts spec.Binary at runnerBinary (mode 0755) and makes the
+// socket's and the state's directories (mode 0700), as one tar stream
+// through exec (driverkit.ExecFiles: the archive is sent whole, and tar in
+// the pod extracts it to its end). The binary's sum is checked on this
+// side as the stream is made: a file that changed since the spec was made
+// is refused.
+func (s *sandbox) installRunner(ctx context.Context, spec drivers.RunnerSpec) error {
+	f, err := os.Open(spec.Binary)
+	if err != nil {
+		return fmt.Errorf("%s: host runner: runner spec: %w", s.target(), err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: host runner: runner spec: binary %q is no regular file (%v)", s.target(), spec.Binary, err)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(runnerArchive(pw, f, fi.Size(), spec.SHA256)) }()
+	files := driverkit.ExecFiles{Sandbox: s.name, Workdir: runnerDir, Start: s.Start}
+	err = files.PutArchive(ctx, ".", pr)
+	pr.Close()
+	if err != nil {
+		return fmt.Errorf("%s: host runner: install the runner: %w", s.target(), err)
+	}
+	return nil
+}
+
+// runnerArchive writes the tar stream of the runner's directories and of
+// the binary f (size bytes), failing before the archive's end when f's
+// SHA-256 is not sum.
+func runnerArchive(w io.Writer, f io.Reader, size int64, sum string) error {
+	tw := tar.NewWriter(w)
+	for _, d := range []string{"bin/", "run/", "state/"} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o700}); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/berth-runner", Mode: 0o755, Size: size}); err != nil {
+		return err
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(tw, io.TeeReader(f, h), size); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return fmt.Errorf("runner spec: the binary's sha256 is %s, want %s", got, sum)
+	}
+	return tw.Close()
+}
