@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,14 +20,17 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/drivertest"
+	"github.com/berthdev/berth/internal/testenv/kubecluster"
 )
 
 // BenchmarkLifecycle measures one pod's acquire (create to Running),
 // exec of "true" and release (delete to NotFound read back) through the
-// driver and, as the anchor, through client-go directly with the same
-// steps (create, watch to Running, the same WebSocket executor, delete,
-// get until NotFound): kubectl is not built here, and client-go is what
-// kubectl run/exec/delete call. Metrics: ms per step.
+// driver and, as the anchors, through kubectl (kubectl run then kubectl
+// wait for Ready, kubectl exec, kubectl delete --wait: each a process of
+// its own, as an operator's script runs them) and through client-go
+// directly with the same steps as the driver (create, watch to Running,
+// the same executor, delete, get until NotFound). Metrics: ms per step;
+// compare the rows of one run.
 //
 //	go test ./drivers/kubernetes -run '^$' -bench Lifecycle -benchtime 10x
 func BenchmarkLifecycle(b *testing.B) {
@@ -52,6 +57,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		}
 		report(b, acq, ex, rel)
 	})
+	b.Run("kubectl", func(b *testing.B) { kubectlLifecycle(b, e) })
 	b.Run("client-go", func(b *testing.B) {
 		rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(e.kube))
 		if err != nil {
@@ -106,6 +112,36 @@ func BenchmarkLifecycle(b *testing.B) {
 		}
 		report(b, acq, ex, rel)
 	})
+}
+
+// kubectlLifecycle is BenchmarkLifecycle's kubectl row.
+func kubectlLifecycle(b *testing.B, e *env) {
+	kubectl := kubecluster.Kubectl(b)
+	kc := e.c.KubeconfigPath()
+	run := func(args ...string) {
+		b.Helper()
+		cmd := exec.Command(kubectl, append([]string{"--kubeconfig", kc, "--namespace", e.ns}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	var acq, ex, rel time.Duration
+	n := 0
+	for b.Loop() {
+		n++
+		name := fmt.Sprintf("kubectl-%d-%d", time.Now().UnixNano()%1e9, n)
+		t0 := time.Now()
+		run("run", name, "--image", e.img.Ref, "--restart", "Never",
+			"--overrides", `{"spec":{"automountServiceAccountToken":false,"terminationGracePeriodSeconds":2}}`,
+			"--command", "--", "sh", "-c", "trap 'exit 0' TERM; while :; do sleep 86400 & wait $!; done")
+		run("wait", "--for", "condition=Ready", "--timeout", "2m", "pod/"+name)
+		t1 := time.Now()
+		run("exec", name, "--", "true")
+		t2 := time.Now()
+		run("delete", "pod", name, "--wait")
+		acq, ex, rel = acq+t1.Sub(t0), ex+t2.Sub(t1), rel+time.Since(t2)
+	}
+	report(b, acq, ex, rel)
 }
 
 func report(b *testing.B, acq, ex, rel time.Duration) {

@@ -35,7 +35,6 @@ func (s *sandbox) get(ctx context.Context) (*corev1.Pod, error) {
 // answer) is an error naming what holds it, and the receipt is not
 // confirmed.
 func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.Receipt, error) {
-	s.closeIngress()
 	if d == drivers.Keep {
 		if err := s.checkLive(); err != nil {
 			return drivers.Receipt{}, err
@@ -45,10 +44,12 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 			return drivers.Receipt{ProviderLeaseID: s.name}, err
 		}
 		s.released.Store(true)
+		s.closeIngress() // after released: no HostRunner opens another
 		return drivers.Receipt{ProviderLeaseID: s.name, State: stateOf(pod), Confirmed: true, ConfirmedAt: time.Now(),
 			Evidence: "get pod: phase " + string(pod.Status.Phase), EvidenceKind: drivers.EvidenceProvider}, nil
 	}
 	s.released.Store(true)
+	s.closeIngress()
 	return deletePod(ctx, s.c, s.cfg.namespace, s.name, types.UID(s.uid))
 }
 

@@ -74,6 +74,10 @@ func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (driv
 	if err != nil {
 		return nil, fmt.Errorf("%s: host runner: %w", s.target(), err)
 	}
+	if err := s.checkLive(); err != nil { // released meanwhile: its Release closes only what it saw
+		_ = ri.Close()
+		return nil, err
+	}
 	in := &ingress{RunnerIngress: ri}
 	s.runner.ingress = in
 	return in, nil

@@ -30,8 +30,9 @@ import (
 	"time"
 )
 
-// commands are the binaries built, as packages of k8s.io/kubernetes.
-var commands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"}
+// commands are the binaries built, as packages of k8s.io/kubernetes:
+// the cluster's, and kubectl, the anchor of the driver's benchmark.
+var commands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
 
 func main() {
 	version := flag.String("version", "v1.37.2", "the Kubernetes release (a tag of k8s.io/kubernetes)")

@@ -22,9 +22,26 @@ import (
 const Version = "v1.37.2"
 
 // BuildCommand is the command that builds the cluster's Kubernetes
-// binaries into the tools cache (about 6.5 minutes on 2 cores the first
-// time; nothing once built).
+// binaries (and kubectl) into the tools cache (about 6.5 minutes on 2
+// cores the first time; nothing once built).
 const BuildCommand = "make kubernetes"
+
+// Kubectl returns the path of the kubectl of the cluster's release, built
+// with its binaries, or skips t (fails it under BERTH_REQUIRE_REAL=1)
+// when it is not built.
+func Kubectl(t testing.TB) string {
+	t.Helper()
+	dir, err := binDir()
+	if err == nil {
+		p := filepath.Join(dir, "kubectl")
+		if _, err = os.Stat(p); err == nil {
+			return p
+		}
+		err = &missingError{"kubectl " + Version, "not in " + dir + ": run `" + BuildCommand + "`"}
+	}
+	fail(t, err)
+	return ""
+}
 
 // startTimeout bounds a start, from the lock taken to the node Ready.
 const startTimeout = 3 * time.Minute
