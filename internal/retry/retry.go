@@ -147,11 +147,15 @@ func (p Policy) Backoff(n int) time.Duration {
 // On success Do returns nil. Otherwise the returned error wraps the last
 // attempt's error (so errors.Is sees its sentinels) and, when Do gave up for
 // a reason of its own, ErrNoTimeLeft, ErrAttemptsExhausted or ctx.Err().
-// A non-retryable error is returned unchanged.
+// A non-retryable error is returned unchanged, but for one returned after
+// ctx ended by a retry (the deadline cut the attempt short): that one
+// also wraps the retryable failure before it, so that the error still
+// reads as that failure.
 func Do(ctx context.Context, p Policy, op func(ctx context.Context, attempt int) error) error {
 	p = p.withDefaults()
 	deadline, hasDeadline := ctx.Deadline()
 	var longest time.Duration
+	var last error // the last retryable failure
 	for attempt := 1; ; attempt++ {
 		start := p.Clock.Now()
 		err := op(ctx, attempt)
@@ -162,8 +166,14 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context, attempt int)
 			longest = d
 		}
 		if !p.Retryable(err) {
+			if cerr := ctx.Err(); cerr != nil && last != nil {
+				// A retry the context's end cut short: the failure is
+				// still the transient one that made it a retry.
+				return fmt.Errorf("retry: attempt %d: %w (the attempt before: %w)", attempt, err, last)
+			}
 			return err
 		}
+		last = err
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("retry: attempt %d: %w (then: %w)", attempt, err, cerr)
 		}

@@ -222,6 +222,33 @@ func TestDoHonoursCancellation(t *testing.T) {
 			t.Errorf("attempts = %d, want 1", n)
 		}
 	})
+	// A retry whose attempt the context's end cut short (its error is the
+	// context's, not retryable) still reads as the transient failure that
+	// made it a retry; a first attempt cut short does not.
+	t.Run("a retry cut short by the deadline", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		n := 0
+		err := Do(ctx, Policy{Clock: &autoClock{f: clock.NewFake(t0)}}, func(ctx context.Context, _ int) error {
+			n++
+			if n == 1 {
+				return transient(n)
+			}
+			cancel()
+			return ctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, drivers.ErrTransient) {
+			t.Errorf("Do: %v, want context.Canceled and the transient failure before it", err)
+		}
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		err = Do(ctx2, Policy{Clock: &autoClock{f: clock.NewFake(t0)}}, func(ctx context.Context, _ int) error {
+			cancel2()
+			return ctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) || errors.Is(err, drivers.ErrTransient) {
+			t.Errorf("Do of a first attempt cut short: %v, want context.Canceled alone", err)
+		}
+	})
 }
 
 func TestBackoff(t *testing.T) {
