@@ -292,4 +292,20 @@ func TestPoolFillsWhenItsEnvironmentIsSaved(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPooled(3)
+	// A save while the refill it started still runs (its members start
+	// slowly) is not lost: the running refill fills again to the size
+	// saved last.
+	fakectl.Of(fk).SetStartDelay(300 * time.Millisecond)
+	cur, err := sys.Catalog().Get(ctx, tplOps, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err = sys.Catalog().Update(ctx, tplOps, v.ID, environment.UpdateRequest{BaseRevision: cur.Revision, Pool: &environment.Pool{Size: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Catalog().Update(ctx, tplOps, v.ID, environment.UpdateRequest{BaseRevision: cur.Revision, Pool: &environment.Pool{Size: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPooled(5)
 }

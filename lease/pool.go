@@ -38,6 +38,10 @@ type PoolReport struct {
 type pools struct {
 	mu      sync.Mutex
 	filling map[string]bool // environment id -> a refill runs
+	// again holds, by environment id, the environment as last saved when
+	// a refill was asked for while one ran: the running one refills again
+	// with it once done (a pool grown meanwhile is filled to its new size).
+	again map[string]*environment.Environment
 	closed  bool
 	ctx     context.Context // ends at Close
 	cancel  context.CancelFunc
@@ -46,7 +50,7 @@ type pools struct {
 
 func newPools() *pools {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &pools{filling: map[string]bool{}, ctx: ctx, cancel: cancel}
+	return &pools{filling: map[string]bool{}, again: map[string]*environment.Environment{}, ctx: ctx, cancel: cancel}
 }
 
 // close stops background refills and waits for them: their starts end
@@ -162,16 +166,22 @@ func (m *Manager) startAdopted(ctx context.Context, a *acq, l *Lease) (*Handle, 
 	return h, false, nil
 }
 
-// refillSoon starts, unless one runs for env already, a background refill
-// of env's pool (fill), bounded by the startup budget of each start and
-// knobs.PoolConcurrency.
+// refillSoon starts a background refill of env's pool (fill), bounded by
+// the startup budget of each start and knobs.PoolConcurrency; while one
+// runs for env already, that one refills once more when done, with env as
+// given last.
 func (m *Manager) refillSoon(env *environment.Environment) {
 	if m.o.ManualPoolRefill || env.Pool == nil || env.Status != environment.StatusActive {
 		return
 	}
 	p := m.pools
 	p.mu.Lock()
-	if p.closed || p.filling[env.ID] {
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	if p.filling[env.ID] {
+		p.again[env.ID] = env
 		p.mu.Unlock()
 		return
 	}
@@ -180,14 +190,21 @@ func (m *Manager) refillSoon(env *environment.Environment) {
 	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
-		defer func() {
+		for cur := env; cur != nil; {
+			var rep PoolReport
+			if err := m.fill(p.ctx, cur, &rep); err != nil {
+				m.o.logger.Info("lease: pool refill", "environment", env.ID, "err", err)
+			}
 			p.mu.Lock()
-			delete(p.filling, env.ID)
+			cur = p.again[env.ID]
+			delete(p.again, env.ID)
+			if p.closed {
+				cur = nil
+			}
+			if cur == nil {
+				delete(p.filling, env.ID)
+			}
 			p.mu.Unlock()
-		}()
-		var rep PoolReport
-		if err := m.fill(p.ctx, env, &rep); err != nil {
-			m.o.logger.Info("lease: pool refill", "environment", env.ID, "err", err)
 		}
 	}()
 }
