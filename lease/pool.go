@@ -41,11 +41,11 @@ type pools struct {
 	// again holds, by environment id, the environment as last saved when
 	// a refill was asked for while one ran: the running one refills again
 	// with it once done (a pool grown meanwhile is filled to its new size).
-	again map[string]*environment.Environment
-	closed  bool
-	ctx     context.Context // ends at Close
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	again  map[string]*environment.Environment
+	closed bool
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func newPools() *pools {
