@@ -172,6 +172,7 @@ func rewriteKubeconfig(kc, server, token string) string {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	cfg := e.config(t, nil)
 	drivertest.RunConformanceTests(t, func(context.Context, testing.TB) (drivertest.Harness, error) {

@@ -49,6 +49,7 @@ func (e *env) acquire(t *testing.T, ctx context.Context, cfg config.Config, req 
 // pod sees, not what the driver meant to ask for: no service account
 // token, no capabilities, no_new_privs, no secret in the pod.
 func TestPodHardeningAsTheClusterHasIt(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	cfg := e.config(t, map[string]any{"env": map[string]any{"API_TOKEN": "s3cret-env-value"}})
@@ -98,6 +99,7 @@ func TestPodHardeningAsTheClusterHasIt(t *testing.T) {
 // A pod that cannot be scheduled fails the acquisition with the
 // scheduler's reason, and is deleted.
 func TestUnschedulablePodFailsWithItsReason(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	cfg := e.config(t, map[string]any{"node_selector": map[string]any{"berth.test/no-such-node": "x"}, "startup_timeout": "4s"})
@@ -132,6 +134,7 @@ func waitGone(t *testing.T, ctx context.Context, e *env, name string) {
 // A pod that will not go (a finalizer) is no confirmed release: the error
 // names the finalizer; once it is removed, destroy by id confirms.
 func TestPodThatWillNotDieIsNoReceipt(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	cfg := e.config(t, nil)
@@ -161,6 +164,7 @@ func TestPodThatWillNotDieIsNoReceipt(t *testing.T) {
 // Credentials that may not exec make the environment unavailable, the
 // sentence naming the permission, before anything is created.
 func TestForbiddenExecMakesTheEnvironmentUnavailable(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	kc := e.roleKubeconfig(t, ctx, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"},

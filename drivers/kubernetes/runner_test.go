@@ -29,6 +29,7 @@ import (
 // stopped with the runner's complete proof; the release confirms the pod
 // gone, and no pod is left.
 func TestRunnerTaskInAPod(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	sys, err := berth.New(ctx, &berth.Options{Drivers: []drivers.Driver{berthk8s.New(nil)}, RunnerBinary: testenv.RunnerBinary(t)})
@@ -82,6 +83,7 @@ func TestRunnerTaskInAPod(t *testing.T) {
 // stderr apart, the task's exit status as envctl's, and SIGINT (Ctrl-C)
 // stops a running task with the runner's complete proof; no pod is left.
 func TestEnvctlRunInAPod(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	envctl := filepath.Join(t.TempDir(), "envctl")

@@ -12,5 +12,6 @@ import (
 // test binary fails when it could not). The suite's only cluster runs
 // here, so the check costs no second start.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	kubecluster.SelfTest(t, kubecluster.Shared(t))
 }

@@ -75,6 +75,7 @@ func (e *env) pods(t testing.TB, ctx context.Context) []string {
 // container status's digest, the cleanup is confirmed (the pod read back
 // NotFound), and the qualification is recorded for the company only.
 func TestProbeQualifiesAPinnedImage(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()
@@ -116,6 +117,7 @@ func TestProbeQualifiesAPinnedImage(t *testing.T) {
 // is left. (A member is adopted by the process that made it: the driver
 // cannot resume a pod by id in another process, as it declares no reuse.)
 func TestPoolOfPods(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()
@@ -217,6 +219,7 @@ func crashChild(raw string) int {
 // sweep by another process once the dead acquisition's claim lapsed: the
 // lease is failed with its cleanup confirmed and no pod is left.
 func TestKill9MidAcquisitionThenSweep(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
 	e := newEnv(t)
 	ctx := testCtx(t)
 	// A second image, whose layers the registry holds back while held is
