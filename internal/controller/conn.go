@@ -43,10 +43,12 @@ type liveConn struct {
 	sentSeq atomic.Uint64
 
 	// stored is the highest event seq stored (the reader's); the writer
-	// acks it after Sync.
-	mu     sync.Mutex
-	stored uint64
-	ackCh  chan struct{}
+	// acks it after Sync. storedBytes counts the output bytes stored on
+	// this connection (ackPolicy).
+	mu          sync.Mutex
+	stored      uint64
+	storedBytes int64
+	ackCh       chan struct{}
 	// welcomeAck is the event seq the welcome acked: the writer's first
 	// "acked". It is not read from stored, which the reader may have
 	// advanced before the writer goroutine runs.
@@ -283,6 +285,10 @@ func (lc *liveConn) send(ctx context.Context, t prpwire.Type, seq, ack uint64, b
 func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	c := lc.c
 	acked := lc.welcomeAck
+	// The output bytes acked so far on this connection, and when the
+	// writer first saw stored events it has not acked (ackPolicy).
+	var ackedBytes int64
+	var unackedSince time.Time
 	// The session and claims as the runner holds them: a warm-pool
 	// member's change once, when the adopting lease takes it over.
 	sess, claims := lc.sess, lc.claims
@@ -336,9 +342,17 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			sent = r.Seq
 		}
 		lc.mu.Lock()
-		stored := lc.stored
+		stored, storedBytes := lc.stored, lc.storedBytes
 		lc.mu.Unlock()
+		var ackIn time.Duration // > 0: the stored events are acked then
 		if stored > acked {
+			now := time.Now()
+			if unackedSince.IsZero() {
+				unackedSince = now
+			}
+			ackIn = ackPolicy(storedBytes-ackedBytes, now.Sub(unackedSince), int64(c.limits.MaxUnackedBytes))
+		}
+		if stored > acked && ackIn == 0 {
 			// Durable before the ack (PRP-5): the metadata is in the
 			// store already; the bytes are once the sink synced.
 			if err := c.sink.Sync(ctx, lc.sess.ID); err != nil {
@@ -347,7 +361,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			if err := lc.send(ctx, prpwire.TypeAck, 0, stored, nil); err != nil {
 				return err
 			}
-			acked = stored
+			acked, ackedBytes, unackedSince = stored, storedBytes, time.Time{}
 		}
 		if lc.sess.Scope == prp.ScopeTask && !time.Now().Before(renewAt) {
 			// Renewed only while the lease is active, never past its end
@@ -377,6 +391,9 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		if lc.sess.Scope == prp.ScopeTask {
 			next = min(max(time.Until(renewAt), time.Millisecond), next)
 		}
+		if ackIn > 0 {
+			next = min(next, ackIn)
+		}
 		wake := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
@@ -388,6 +405,27 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		}
 		wake.Stop()
 	}
+}
+
+// The writer acks stored events in batches (ackPolicy): at most ackDelay
+// after it saw the first of them stored, or at once when they hold an
+// eighth of the runner's window (the welcome's max_unacked_bytes) of
+// output. Every ack costs an fsync of the session's chunk file here and a
+// frame and an ack record on the runner: acked as they were stored, a
+// 1 GiB stream made hundreds of each a second, two stored chunks per
+// sync (issue 55). The runner's window stays open: it can send the rest
+// of its window while a batch waits, and no ack waits longer than
+// ackDelay.
+const ackDelay = 10 * time.Millisecond
+
+// ackPolicy returns how long the writer waits before it syncs and acks
+// stored events that hold bytes of output and were first seen stored age
+// ago (0: now), window being the welcome's max_unacked_bytes.
+func ackPolicy(bytes int64, age time.Duration, window int64) time.Duration {
+	if bytes >= window/8 || age >= ackDelay {
+		return 0
+	}
+	return ackDelay - age
 }
 
 // heartbeat pings every heartbeat interval; a peer that does not answer
@@ -477,8 +515,15 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
 		if err := lc.c.intake(ctx, lc.sess, batch); err != nil {
 			return err
 		}
+		var n int64
+		for _, it := range batch {
+			if it.keep && it.rec.Ref != nil {
+				n += it.rec.Ref.Length
+			}
+		}
 		lc.mu.Lock()
 		lc.stored = batch[len(batch)-1].rec.Seq
+		lc.storedBytes += n
 		lc.mu.Unlock()
 		lc.wakeWriter()
 	}

@@ -196,8 +196,12 @@
 // session's current chunk file; a full chunk file was synced before the
 // next was opened), and only then acks that seq. A sync runs while the
 // reader stores on, so every sync covers all the events stored during the
-// previous one: the syncs batch themselves, one per event only when events
-// arrive slower than a sync takes. Output events from a runner granted
+// previous one; and the writer acks in batches (ackPolicy): at most 10 ms
+// (ackDelay) after it saw the first unacked event stored, or at once when
+// the stored output unacked reaches an eighth of the runner's window
+// (max_unacked_bytes), so that a stream makes one fsync and one ack per
+// batch rather than per chunk or two (issue 55), and the runner's window
+// never waits longer than that. Output events from a runner granted
 // binary output arrive as binary frames, parsed once into a reused
 // buffer that goes to the sink without a copy.
 package controller

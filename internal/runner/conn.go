@@ -60,7 +60,7 @@ func (r *Runner) session(ctx context.Context) (welcomed bool, _ error) {
 	}
 	url := r.base + prpwire.ConnectPath
 	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		HTTPClient:   &http.Client{Transport: r.opts.HTTPClient.Transport},
+		HTTPClient:   &http.Client{Transport: r.wsTransport},
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + cred.Token}},
 		Subprotocols: []string{prpwire.Subprotocol},
 	})

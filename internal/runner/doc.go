@@ -98,6 +98,10 @@
 // without waiting for more. An output event is kept in the outbox as a
 // binary record and sent as a binary frame (prpwire.OutputFrame) when the
 // controller granted prpwire.CapBinaryOutput, else as a JSON envelope.
+// Each frame reaches the controller's socket in one write (coalesce.go:
+// the WebSocket library masks a client's frames through a 4 KiB buffer,
+// which made 64 writes of a 256 KiB chunk). The outbox writes each ack in
+// place in its ack file, one write per ack.
 //
 // Limits: a task that truncates the journal's tail (its last complete
 // lines) is not detected: a command whose every line it removed is sent

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -60,6 +61,9 @@ type Runner struct {
 	// ackNudge wakes the writer after a command was journaled, so that it
 	// acks the command even when no event is due.
 	ackNudge chan struct{}
+	// wsTransport dials the WebSocket connections: opts.HTTPClient's
+	// transport with its writes coalesced (coalescingTransport).
+	wsTransport http.RoundTripper
 	// chld is closed and replaced at every SIGCHLD (watchChildren).
 	chld chan struct{}
 }
@@ -108,7 +112,8 @@ func New(controllerURL, stateDir string, opts *Options) (*Runner, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state directory %s: %w", stateDir, err)
 	}
-	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, secrets: map[string]prpwire.SecretValues{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1), chld: make(chan struct{})}
+	r := &Runner{base: base, dir: stateDir, opts: o, log: o.Logger, tasks: map[string]*task{}, secrets: map[string]prpwire.SecretValues{}, leaders: map[int]bool{}, queue: newCmdQueue(), ackNudge: make(chan struct{}, 1), chld: make(chan struct{}),
+		wsTransport: coalescingTransport(o.HTTPClient.Transport, coalesceDelay)}
 	if r.id, err = runnerID(stateDir); err != nil {
 		return nil, err
 	}
