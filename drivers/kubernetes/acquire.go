@@ -27,8 +27,8 @@ import (
 // ends) fails at once with the reason its status gives; one that is not
 // scheduled or started by the deadline fails with the reason of its
 // status and its latest warning event. The pod is deleted when Acquire
-// fails after creating it. Every pod has the runner's emptyDir (HostRunner
-// installs the runner there), so req.Runner changes nothing.
+// fails after creating it. With req.Runner the pod gets the runner's
+// emptyDir at /.berth, where HostRunner installs the runner.
 func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.AcquireRequest) (drivers.Sandbox, error) {
 	cfg, err := d.parseConfig(raw)
 	if err != nil {
@@ -56,7 +56,7 @@ func (d *driver) Acquire(ctx context.Context, raw config.Config, req drivers.Acq
 		}
 		return nil, c.apiErr(c.target(cfg.namespace, name), "create pod from "+cfg.image, err)
 	}
-	sb := &sandbox{d: d, c: c, cfg: cfg, name: name, uid: string(created.UID)}
+	sb := &sandbox{d: d, c: c, cfg: cfg, name: name, uid: string(created.UID), runnerDir: hasRunnerVolume(created)}
 	if req.Allocated != nil {
 		if err := req.Allocated(ctx, name); err != nil {
 			d.deleteQuietly(c, cfg.namespace, name)

@@ -63,7 +63,9 @@
 // # Runner ingress
 //
 // berth's runner runs in the pod with no network path from the pod to the
-// host (the cluster may be remote): every pod has an emptyDir at /.berth,
+// host (the cluster may be remote): a pod acquired with
+// AcquireRequest.Runner has an emptyDir at /.berth (only those: the
+// kubelet's mount of an emptyDir adds about 250 ms to a pod's start),
 // HostRunner copies the runner binary there through exec (a tar stream
 // proven whole, as the files capability's; once per handle and sum), and
 // the ingress is internal/execrelay's: the runner binary's relay mode

@@ -75,6 +75,8 @@ type sandbox struct {
 	node     string
 	released atomic.Bool
 	runner   runnerState
+	// runnerDir: the pod has the runner's emptyDir (HostRunner works)
+	runnerDir bool
 }
 
 var (

@@ -94,7 +94,9 @@ func podSpec(cfg *settings, name string, req drivers.AcquireRequest) *corev1.Pod
 	if cfg.readonly {
 		addScratch(pod, cfg)
 	}
-	addRunnerVolume(pod)
+	if req.Runner != nil {
+		addRunnerVolume(pod)
+	}
 	return pod
 }
 

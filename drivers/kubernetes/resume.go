@@ -53,7 +53,7 @@ func (d *driver) Resume(ctx context.Context, raw config.Config, providerLeaseID 
 			Err:     fmt.Errorf("%s: resume: the pod is being deleted (since %s)", target, pod.DeletionTimestamp.UTC().Format("15:04:05")),
 		}
 	}
-	sb := &sandbox{d: d, c: c, cfg: cfg, name: providerLeaseID, uid: string(pod.UID)}
+	sb := &sandbox{d: d, c: c, cfg: cfg, name: providerLeaseID, uid: string(pod.UID), runnerDir: hasRunnerVolume(pod)}
 	if pod, err = sb.waitRunning(ctx, pod); err != nil {
 		return nil, err
 	}
