@@ -97,6 +97,14 @@
 // ended. The image needs env, sh, grep and kill (busybox will do), and for
 // the files tar, cat, stat, readlink, dirname and basename.
 //
+// A limit: the exec can lose the end of a command's output when the
+// command exits (see Files below), its status a success. The files and
+// the runner's streams prove their ends; a command's output through Exec
+// or Start does not yet, so a command whose output must arrive whole
+// writes it to a file that GetArchive reads, or runs as a task through
+// the runner. It was seen with 64 MiB archives under load, not with the
+// suite's short outputs.
+//
 // The terminal is a TTY exec with resize; with an environment to send it
 // turns the TTY's echo off (stty) before reading it, so that no value is
 // echoed.
