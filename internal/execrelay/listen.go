@@ -185,16 +185,20 @@ func (l *Listener) Close() error {
 		return nil
 	}
 	go func() {
-		drained := make(chan struct{})
-		go func() { l.accepted.Wait(); close(drained) }()
-		t := time.NewTimer(l.opts.Drain)
-		defer t.Stop()
-		select {
-		case <-drained:
-		case <-t.C:
-		case <-l.done:
+		defer l.cancel()
+		deadline := time.NewTimer(l.opts.Drain)
+		defer deadline.Stop()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for l.live.Load() > 0 {
+			select {
+			case <-tick.C:
+			case <-deadline.C:
+				return
+			case <-l.done:
+				return
+			}
 		}
-		l.cancel()
 	}()
 	return nil
 }
@@ -380,9 +384,8 @@ func (l *Listener) session(ctx context.Context) (greeted bool, err error) {
 			continue
 		default:
 		}
-		l.accepted.Add(1)
 		l.live.Add(1)
-		c.ended = func() { l.live.Add(-1); l.accepted.Done() }
+		c.ended = func() { l.live.Add(-1) }
 		select {
 		case l.conns <- c:
 		case <-l.stopped:
