@@ -216,33 +216,33 @@ $(VULNDB)/index/db.json:
 
 # fuzz runs every fuzz target briefly (seed corpus plus FUZZTIME of new inputs).
 # Each package's fuzzing test binary (coverage-instrumented) is built once
-# (go test -c -fuzz) and run once per target, in the package's directory,
-# with the corpus cache go test -fuzz uses ($GOCACHE/fuzz/PACKAGE): a go test
-# -fuzz per target linked the same binary again for each of its package's
-# targets. A run that the fuzzing engine itself aborts (its coordinator
-# timing out a worker on a loaded machine: "context deadline exceeded" with
-# no failing input written) is run once more; a failing input always fails.
+# (go test -c -fuzz, two packages at a time), then the targets run two at a
+# time, one fuzzing worker each (-test.parallel 1: the same two cores as one
+# target with two workers, in half the wall time), each in its package's
+# directory with the corpus cache go test -fuzz uses
+# ($GOCACHE/fuzz/PACKAGE). A run that the fuzzing engine itself aborts (its
+# coordinator timing out a worker on a loaded machine: "context deadline
+# exceeded" with no failing input written) is run once more; a failing input
+# always fails. Each target's output is printed whole when it ends.
 fuzz:
 	@set -e; bins=$$(mktemp -d); trap 'rm -rf $$bins' EXIT; \
 	fuzzcache=$$($(GO) env GOCACHE)/fuzz; \
-	for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
-	  pkg=$$($(GO) list $$dir); bin=$$bins/$$(echo $$pkg | tr / _).test; \
-	  $(GO) test -c -fuzz . -o $$bin $$dir; \
-	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$dir/*_test.go); do \
-	    echo "fuzz $$dir $$t"; \
-	    log=$$(mktemp); \
-	    run() { (cd $$dir && $$bin -test.run '^$$' -test.fuzz "^$$t$$" -test.fuzztime $(FUZZTIME) \
-	      -test.fuzzcachedir $$fuzzcache/$$pkg -test.paniconexit0 -test.timeout 10m); }; \
-	    if ! run >$$log 2>&1; then \
-	      cat $$log; \
-	      if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
-	        echo "fuzz $$dir $$t: the fuzzing engine timed out a worker; running it once more"; \
-	        run; \
-	      else rm -f $$log; exit 1; fi; \
-	    else cat $$log; fi; \
-	    rm -f $$log; \
-	  done; \
-	done
+	dirs=$$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); \
+	printf '%s\n' $$dirs | xargs -P 2 -I{} sh -c 'pkg=$$($(GO) list "$$1"); $(GO) test -c -fuzz . -o "$$2/$$(echo $$pkg | tr / _).test" "$$1"' _ {} $$bins; \
+	for dir in $$dirs; do \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$dir/*_test.go); do echo "$$dir $$t"; done; \
+	done | xargs -P 2 -L 1 sh -c '\
+	  dir=$$3; t=$$4; pkg=$$($(GO) list "$$dir"); bin=$$1/$$(echo $$pkg | tr / _).test; log=$$(mktemp); \
+	  run() { (cd "$$dir" && "$$bin" -test.run "^$$" -test.fuzz "^$$t$$" -test.fuzztime $(FUZZTIME) -test.parallel 1 \
+	    -test.fuzzcachedir "$$2/$$pkg" -test.paniconexit0 -test.timeout 10m) >>"$$log" 2>&1; }; \
+	  echo "fuzz $$dir $$t" >"$$log"; \
+	  if ! run; then \
+	    if grep -q "context deadline exceeded" "$$log" && ! grep -q "Failing input written" "$$log"; then \
+	      echo "fuzz $$dir $$t: the fuzzing engine timed out a worker; running it once more" >>"$$log"; \
+	      if ! run; then cat "$$log"; rm -f "$$log"; exit 255; fi; \
+	    else cat "$$log"; rm -f "$$log"; exit 255; fi; \
+	  fi; \
+	  cat "$$log"; rm -f "$$log"' _ $$bins $$fuzzcache
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
