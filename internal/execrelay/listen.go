@@ -83,8 +83,7 @@ type Listener struct {
 
 	stopped  chan struct{} // closed by Close: Accept refuses, new streams are closed
 	stopOnce sync.Once
-	accepted sync.WaitGroup // connections Accept returned that have not ended
-	live     atomic.Int64   // how many of them
+	live     atomic.Int64 // connections handed to Accept that have not ended
 
 	mu      sync.Mutex
 	up      bool          // a relay has greeted and runs
