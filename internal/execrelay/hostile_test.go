@@ -103,7 +103,10 @@ func TestHostileFramesEndOnlyThatRelay(t *testing.T) {
 					if err != nil {
 						return
 					}
-					go func() { defer c.Close(); io.Copy(c, c) }()
+					// A connection of the hostile relay is not read: a
+					// read would give its stream window back, and the
+					// frame past the window would then be within it.
+					go func() { defer c.Close(); <-ended; io.Copy(c, c) }()
 				}
 			}()
 			select {
