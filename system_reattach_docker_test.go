@@ -28,6 +28,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"
+	"github.com/berthdev/berth/internal/syncbuf"
 	"github.com/berthdev/berth/internal/testenv"
 	"github.com/berthdev/berth/lease"
 	"github.com/berthdev/berth/store/sqlite"
@@ -174,7 +175,7 @@ func testReattachAfterKill9(t *testing.T, driver string, cfg map[string]any) {
 	// The first host process, killed with -9 once its task runs.
 	child := exec.CommandContext(ctx, os.Args[0])
 	child.Env = append(os.Environ(), reattachDirEnv+"="+dir)
-	var childErr bytes.Buffer
+	var childErr syncbuf.Buffer
 	child.Stderr = &childErr
 	stdout, err := child.StdoutPipe()
 	if err != nil {
