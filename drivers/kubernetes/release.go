@@ -82,6 +82,10 @@ func deletePod(ctx context.Context, c *cluster, ns, name string, uid types.UID) 
 			return destroyed(name, "get pod after delete: the name holds another pod (uid "+string(pod.UID)+")"), nil
 		case err == nil:
 			last = pod
+		case strings.Contains(err.Error(), "rate limiter Wait returned an error"):
+			// client-go's limiter refuses a wait that would pass ctx's
+			// deadline: the release's time is up, as below.
+			return drivers.Receipt{ProviderLeaseID: name}, stuck(target, ns, name, last, err)
 		case ctx.Err() == nil:
 			return drivers.Receipt{ProviderLeaseID: name}, c.apiErr(target, "get pod after delete", err)
 		}
