@@ -67,7 +67,8 @@
 // AcquireRequest.Runner has an emptyDir at /.berth (only those: the
 // kubelet's mount of an emptyDir adds about 250 ms to a pod's start),
 // HostRunner copies the runner binary there through exec (a tar stream
-// proven whole, as the files capability's; once per handle and sum), and
+// proven whole, as the files capability's) unless the file there already
+// has the runner's sum, read in the pod at each HostRunner (sha256sum), and
 // the ingress is internal/execrelay's: the runner binary's relay mode
 // (berth-runner relay) listens on /.berth/run/prp.sock in the pod and
 // carries each connection made to it over one streaming exec's stdin and
@@ -75,8 +76,10 @@
 // controller on them; a relay whose exec ends is started again, and the
 // runner reconnects through it. The runner and the relay run as the
 // container's user, the tasks' too: a task of that user can replace the
-// socket or the binary in /.berth, as it can any file of its user (run
-// the tasks as another user where that matters). Closing the ingress stops
+// socket or the binary in /.berth, as it can any file of its user (a
+// binary replaced is copied again at the next HostRunner, but one
+// replaced between that check and a launch runs; run the tasks as another
+// user where that matters). Closing the ingress stops
 // accepting; the relay ends once its connections have, and Release ends
 // it with the pod.
 //
@@ -94,8 +97,9 @@
 // Signals and cancellation run a second exec that signals every process
 // carrying the marker and the groups they lead, as the Docker driver
 // does; a cancellation repeats it until none is left and the stream has
-// ended. The image needs env, sh, grep and kill (busybox will do), and for
-// the files tar, cat, stat, readlink, dirname and basename.
+// ended. The image needs env, sh, grep and kill (busybox will do), for
+// the files tar, cat, stat, readlink, dirname and basename, and for the
+// runner sha256sum.
 //
 // A limit: the exec can lose the end of a command's output when the
 // command exits (see Files below), its status a success. The files and

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,18 +50,20 @@ func addRunnerVolume(pod *corev1.Pod) {
 
 var _ drivers.RunnerHost = (*sandbox)(nil)
 
-// runnerState is what a sandbox handle knows of its runner: the sum it
-// installed and the open ingress.
+// runnerState is what a sandbox handle knows of its runner: the open
+// ingress.
 type runnerState struct {
-	mu        sync.Mutex
-	installed string // the SHA-256 of the runner this handle installed
-	ingress   *ingress
+	mu      sync.Mutex
+	ingress *ingress
 }
 
 // HostRunner (drivers.RunnerHost) installs the runner of spec in a pod
 // acquired with AcquireRequest.Runner (others are refused with
-// drivers.ErrUnsupported) at /.berth/bin/berth-runner (once per handle and sum: a tar stream
-// through exec, proven whole as the files capability's are), then opens
+// drivers.ErrUnsupported) at /.berth/bin/berth-runner, unless the file
+// there has spec's sum (read in the pod at each call, as the SSH driver
+// does: a task of the container's user can replace the file, and the
+// next launch would run its program as the runner), as a tar stream
+// through exec proven whole as the files capability's are; then it opens
 // the ingress: internal/execrelay's relay (berth-runner relay) at
 // /.berth/run/prp.sock, carried over one streaming exec through the API
 // server, so that the runner reaches the host with no network path from
@@ -81,11 +84,10 @@ func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (driv
 	if in := s.runner.ingress; in != nil && !in.isClosed() {
 		return nil, fmt.Errorf("%s: host runner: an ingress is already open", s.target())
 	}
-	if s.runner.installed != spec.SHA256 {
+	if s.installedSum(ctx) != spec.SHA256 {
 		if err := s.installRunner(ctx, spec); err != nil {
 			return nil, err
 		}
-		s.runner.installed = spec.SHA256
 	}
 	ri, err := execrelay.OpenIngress(ctx, s, execrelay.IngressConfig{Binary: runnerBinary, Socket: runnerSocket, StateDir: runnerStateDir})
 	if err != nil {
@@ -129,6 +131,19 @@ func (s *sandbox) closeIngress() {
 	if in != nil {
 		_ = in.Close()
 	}
+}
+
+// installedSum returns the SHA-256 of the regular file at runnerBinary in
+// the pod, or "" when there is none or it cannot be read (an install
+// follows: a lost or garbled answer costs a copy, never a stale binary).
+func (s *sandbox) installedSum(ctx context.Context) string {
+	res, err := s.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", `[ -f "$1" ] && [ ! -L "$1" ] && sha256sum "$1"`, "sh", runnerBinary},
+		OutputLimit: 512})
+	if err != nil || res.ExitCode != 0 {
+		return ""
+	}
+	sum, _, _ := strings.Cut(string(res.Stdout), " ")
+	return sum
 }
 
 // installRunner puts spec.Binary at runnerBinary (mode 0755) and makes the

@@ -89,7 +89,6 @@ type Listener struct {
 	up      bool          // a relay has greeted and runs
 	changed chan struct{} // closed and replaced when up or lastErr changes
 	lastErr error
-	closed  bool
 }
 
 // Listen starts a relay through start and returns its listener at once;
@@ -170,9 +169,6 @@ func (l *Listener) Close() error {
 	first := false
 	l.stopOnce.Do(func() {
 		first = true
-		l.mu.Lock()
-		l.closed = true
-		l.mu.Unlock()
 		close(l.stopped)
 	})
 	if !first {
@@ -219,9 +215,12 @@ func (addr) String() string  { return "execrelay" }
 func (l *Listener) Ready(ctx context.Context) error {
 	for {
 		l.mu.Lock()
-		up, closed, last, ch := l.up, l.closed, l.lastErr, l.changed
+		up, last, ch := l.up, l.lastErr, l.changed
 		l.mu.Unlock()
+		closed := false
 		select {
+		case <-l.stopped: // closed
+			closed = true
 		case <-l.done: // closed, or Listen's ctx ended
 			closed = true
 		default:
@@ -234,6 +233,7 @@ func (l *Listener) Ready(ctx context.Context) error {
 		}
 		select {
 		case <-ch:
+		case <-l.stopped:
 		case <-l.done:
 		case <-ctx.Done():
 			if last != nil {
