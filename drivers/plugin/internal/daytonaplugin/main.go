@@ -3,7 +3,8 @@
 // drivers/plugin build it and run it against the fake Daytona API
 // (internal/daytonafake), for what neither the fake's plugin nor the
 // Docker plugin carries: a driver that lists the provider's images
-// (drivers.ImageLister).
+// (drivers.ImageLister). The README shows its main, the whole of a
+// plugin's code (TestREADMEPluginIsTested).
 package main
 
 import (
@@ -11,7 +12,4 @@ import (
 	"github.com/berthdev/berth/drivers/plugin"
 )
 
-// version is the plugin's version, as its manifest records it.
-const version = "1.0.0"
-
-func main() { plugin.Serve(daytona.New(nil), version) }
+func main() { plugin.Serve(daytona.New(nil), "1.0.0") }
