@@ -5,7 +5,7 @@ package plugin
 import "github.com/berthdev/berth/drivers"
 
 // driverOf returns c as a value that implements the optional interface of
-// each capability of declared among drivers.CapList, drivers.CapDestroyByID, drivers.CapReattach, drivers.CapTemplateDelete, archReporter when c.desc.Arch, and no other.
+// each capability of declared among drivers.CapList, drivers.CapDestroyByID, drivers.CapReattach, drivers.CapTemplateDelete, archReporter when c.desc.Arch, imageLister when c.desc.Images, and no other.
 func driverOf(c *client, declared drivers.Set) drivers.Driver {
 	mask := 0
 	if declared.Has(drivers.CapList) {
@@ -22,6 +22,9 @@ func driverOf(c *client, declared drivers.Set) drivers.Driver {
 	}
 	if c.desc.Arch {
 		mask |= 16
+	}
+	if c.desc.Images {
+		mask |= 32
 	}
 	switch mask {
 	case 1:
@@ -228,6 +231,246 @@ func driverOf(c *client, declared drivers.Set) drivers.Driver {
 			templateDeleter
 			archReporter
 		}{c, lister{c}, destroyer{c}, resumer{c}, templateDeleter{c}, archReporter{c}}
+	case 32:
+		return struct {
+			*client
+			imageLister
+		}{c, imageLister{c}}
+	case 33:
+		return struct {
+			*client
+			lister
+			imageLister
+		}{c, lister{c}, imageLister{c}}
+	case 34:
+		return struct {
+			*client
+			destroyer
+			imageLister
+		}{c, destroyer{c}, imageLister{c}}
+	case 35:
+		return struct {
+			*client
+			lister
+			destroyer
+			imageLister
+		}{c, lister{c}, destroyer{c}, imageLister{c}}
+	case 36:
+		return struct {
+			*client
+			resumer
+			imageLister
+		}{c, resumer{c}, imageLister{c}}
+	case 37:
+		return struct {
+			*client
+			lister
+			resumer
+			imageLister
+		}{c, lister{c}, resumer{c}, imageLister{c}}
+	case 38:
+		return struct {
+			*client
+			destroyer
+			resumer
+			imageLister
+		}{c, destroyer{c}, resumer{c}, imageLister{c}}
+	case 39:
+		return struct {
+			*client
+			lister
+			destroyer
+			resumer
+			imageLister
+		}{c, lister{c}, destroyer{c}, resumer{c}, imageLister{c}}
+	case 40:
+		return struct {
+			*client
+			templateDeleter
+			imageLister
+		}{c, templateDeleter{c}, imageLister{c}}
+	case 41:
+		return struct {
+			*client
+			lister
+			templateDeleter
+			imageLister
+		}{c, lister{c}, templateDeleter{c}, imageLister{c}}
+	case 42:
+		return struct {
+			*client
+			destroyer
+			templateDeleter
+			imageLister
+		}{c, destroyer{c}, templateDeleter{c}, imageLister{c}}
+	case 43:
+		return struct {
+			*client
+			lister
+			destroyer
+			templateDeleter
+			imageLister
+		}{c, lister{c}, destroyer{c}, templateDeleter{c}, imageLister{c}}
+	case 44:
+		return struct {
+			*client
+			resumer
+			templateDeleter
+			imageLister
+		}{c, resumer{c}, templateDeleter{c}, imageLister{c}}
+	case 45:
+		return struct {
+			*client
+			lister
+			resumer
+			templateDeleter
+			imageLister
+		}{c, lister{c}, resumer{c}, templateDeleter{c}, imageLister{c}}
+	case 46:
+		return struct {
+			*client
+			destroyer
+			resumer
+			templateDeleter
+			imageLister
+		}{c, destroyer{c}, resumer{c}, templateDeleter{c}, imageLister{c}}
+	case 47:
+		return struct {
+			*client
+			lister
+			destroyer
+			resumer
+			templateDeleter
+			imageLister
+		}{c, lister{c}, destroyer{c}, resumer{c}, templateDeleter{c}, imageLister{c}}
+	case 48:
+		return struct {
+			*client
+			archReporter
+			imageLister
+		}{c, archReporter{c}, imageLister{c}}
+	case 49:
+		return struct {
+			*client
+			lister
+			archReporter
+			imageLister
+		}{c, lister{c}, archReporter{c}, imageLister{c}}
+	case 50:
+		return struct {
+			*client
+			destroyer
+			archReporter
+			imageLister
+		}{c, destroyer{c}, archReporter{c}, imageLister{c}}
+	case 51:
+		return struct {
+			*client
+			lister
+			destroyer
+			archReporter
+			imageLister
+		}{c, lister{c}, destroyer{c}, archReporter{c}, imageLister{c}}
+	case 52:
+		return struct {
+			*client
+			resumer
+			archReporter
+			imageLister
+		}{c, resumer{c}, archReporter{c}, imageLister{c}}
+	case 53:
+		return struct {
+			*client
+			lister
+			resumer
+			archReporter
+			imageLister
+		}{c, lister{c}, resumer{c}, archReporter{c}, imageLister{c}}
+	case 54:
+		return struct {
+			*client
+			destroyer
+			resumer
+			archReporter
+			imageLister
+		}{c, destroyer{c}, resumer{c}, archReporter{c}, imageLister{c}}
+	case 55:
+		return struct {
+			*client
+			lister
+			destroyer
+			resumer
+			archReporter
+			imageLister
+		}{c, lister{c}, destroyer{c}, resumer{c}, archReporter{c}, imageLister{c}}
+	case 56:
+		return struct {
+			*client
+			templateDeleter
+			archReporter
+			imageLister
+		}{c, templateDeleter{c}, archReporter{c}, imageLister{c}}
+	case 57:
+		return struct {
+			*client
+			lister
+			templateDeleter
+			archReporter
+			imageLister
+		}{c, lister{c}, templateDeleter{c}, archReporter{c}, imageLister{c}}
+	case 58:
+		return struct {
+			*client
+			destroyer
+			templateDeleter
+			archReporter
+			imageLister
+		}{c, destroyer{c}, templateDeleter{c}, archReporter{c}, imageLister{c}}
+	case 59:
+		return struct {
+			*client
+			lister
+			destroyer
+			templateDeleter
+			archReporter
+			imageLister
+		}{c, lister{c}, destroyer{c}, templateDeleter{c}, archReporter{c}, imageLister{c}}
+	case 60:
+		return struct {
+			*client
+			resumer
+			templateDeleter
+			archReporter
+			imageLister
+		}{c, resumer{c}, templateDeleter{c}, archReporter{c}, imageLister{c}}
+	case 61:
+		return struct {
+			*client
+			lister
+			resumer
+			templateDeleter
+			archReporter
+			imageLister
+		}{c, lister{c}, resumer{c}, templateDeleter{c}, archReporter{c}, imageLister{c}}
+	case 62:
+		return struct {
+			*client
+			destroyer
+			resumer
+			templateDeleter
+			archReporter
+			imageLister
+		}{c, destroyer{c}, resumer{c}, templateDeleter{c}, archReporter{c}, imageLister{c}}
+	case 63:
+		return struct {
+			*client
+			lister
+			destroyer
+			resumer
+			templateDeleter
+			archReporter
+			imageLister
+		}{c, lister{c}, destroyer{c}, resumer{c}, templateDeleter{c}, archReporter{c}, imageLister{c}}
 	}
 	return c
 }

@@ -24,6 +24,7 @@ type description struct {
 	Isolates        bool       `json:"isolates,omitempty"`
 	Health          bool       `json:"health,omitempty"`
 	Arch            bool       `json:"arch,omitempty"`
+	Images          bool       `json:"images,omitempty"`
 	Schema          schemaDesc `json:"schema"`
 }
 
@@ -67,9 +68,11 @@ func describe(d drivers.Driver, version string) *pluginpb.Description {
 	_, isolates := d.(drivers.IsolationDeclarer)
 	_, health := d.(drivers.HealthChecker)
 	_, arch := d.(drivers.ArchReporter)
+	_, imgs := d.(drivers.ImageLister)
 	w := &pluginpb.Description{Name: d.Name(), Version: version, ProtocolVersion: ProtocolVersion, Kind: c.Kind.String(),
 		Capabilities: setToWire(c.Declared & implemented(d)), StartupBudgetNs: int64(c.StartupBudget),
-		Isolation: drivers.IsolationOf(d, nil).String(), Schema: ws, Narrows: narrows, Isolates: isolates, Health: health, Arch: arch}
+		Isolation: drivers.IsolationOf(d, nil).String(), Schema: ws, Narrows: narrows, Isolates: isolates, Health: health, Arch: arch,
+		Images: imgs}
 	if err := drivers.Available(d); err != nil {
 		w.Availability = err.Error()
 	}
@@ -103,7 +106,8 @@ func implemented(d drivers.Driver) drivers.Set {
 func descriptionFromWire(w *pluginpb.Description) (description, error) {
 	d := description{Name: w.GetName(), Version: w.GetVersion(), ProtocolVersion: w.GetProtocolVersion(), Kind: w.GetKind(),
 		Capabilities: w.GetCapabilities(), StartupBudget: time.Duration(w.GetStartupBudgetNs()).String(), Isolation: w.GetIsolation(),
-		Narrows: w.GetNarrows(), Isolates: w.GetIsolates(), Health: w.GetHealth(), Arch: w.GetArch()}
+		Narrows: w.GetNarrows(), Isolates: w.GetIsolates(), Health: w.GetHealth(), Arch: w.GetArch(),
+		Images: w.GetImages()}
 	s := w.GetSchema()
 	d.Schema = schemaDesc{Driver: s.GetDriver(), ImageField: s.GetImageField(), AccountField: s.GetAccountField(),
 		HasCheck: s.GetHasCheck(), HasImageReference: s.GetHasImageReference()}
@@ -185,7 +189,7 @@ func difference(got, want description) string {
 	var gm, wm map[string]json.RawMessage
 	_ = json.Unmarshal(g, &gm)
 	_ = json.Unmarshal(w, &wm)
-	for _, k := range []string{"name", "version", "protocolVersion", "kind", "capabilities", "startupBudget", "isolation", "narrows", "isolates", "health", "arch"} {
+	for _, k := range []string{"name", "version", "protocolVersion", "kind", "capabilities", "startupBudget", "isolation", "narrows", "isolates", "health", "arch", "images"} {
 		if string(gm[k]) != string(wm[k]) {
 			return fmt.Sprintf("%s: the plugin says %s, its manifest %s", k, orNone(gm[k]), orNone(wm[k]))
 		}

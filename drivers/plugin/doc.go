@@ -52,9 +52,13 @@
 // receipt, list by labels, destroy by id, image identity, capture,
 // template delete, the terminal (with resize), files (tar streams both
 // ways, a directory's listing), the runners' architecture
-// (drivers.ArchReporter, when the plugin's driver implements it) and the
-// runner ingress. The ingress is the plugin's driver's own (a unix socket
-// bind-mounted into a container, say), opened in the plugin's process;
+// (drivers.ArchReporter, when the plugin's driver implements it), the
+// provider's images for an operator's picker (drivers.ImageLister, when
+// it implements that: the manifest and the handshake say images, an
+// addition within version 1 that a plugin or host built before it
+// neither says nor reads) and the runner ingress. The ingress is the
+// plugin's driver's own (a unix socket bind-mounted into a container,
+// say), opened in the plugin's process;
 // each connection a runner makes to it is carried, bytes both ways, over
 // one stream of a gRPC service the host serves on go-plugin's broker for
 // that ingress, and is a net.Conn that the host's ingress Accept returns:

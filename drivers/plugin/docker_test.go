@@ -189,6 +189,13 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	if got := d.Capabilities().Declared; got != want&docker.New(nil).Capabilities().Declared {
 		t.Errorf("the Docker plugin declares %s, want %s", got, want&docker.New(nil).Capabilities().Declared)
 	}
+	// No capability is faked: the host's driver lists the provider's
+	// images exactly when the Docker driver does (it does not: the
+	// engine's images are no picker's yet).
+	_, compiledImages := docker.New(nil).(drivers.ImageLister)
+	if _, ok := d.(drivers.ImageLister); ok != compiledImages {
+		t.Errorf("the host's driver of the Docker plugin is a drivers.ImageLister: %t; the Docker driver: %t", ok, compiledImages)
+	}
 	cfg, err := d.Schema().Normalize(map[string]any{"image": img.Ref, "labels": map[string]any{runLabel: run}, "startup_timeout": "2m"})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,8 @@ import (
 	"github.com/berthdev/berth/images"
 )
 
-// Image identity, capture and template delete, on both sides.
+// Image identity, capture, template delete and the provider's images, on
+// both sides.
 
 func (s *server) ImageIdentity(ctx context.Context, r *pluginpb.HandleRequest) (*pluginpb.TextReply, error) {
 	sb, err := s.sandbox(r.GetHandle())
@@ -51,6 +52,22 @@ func (s *server) DeleteTemplate(ctx context.Context, r *pluginpb.DeleteTemplateR
 	return &pluginpb.ReceiptReply{Receipt: receiptToWire(rc), Error: errorToWire(err)}, nil
 }
 
+func (s *server) ListImages(ctx context.Context, r *pluginpb.ListImagesRequest) (*pluginpb.ListImagesReply, error) {
+	l, ok := s.d.(drivers.ImageLister)
+	if !ok {
+		return &pluginpb.ListImagesReply{Error: errorToWire(fmt.Errorf("list images: %w", drivers.ErrUnsupported))}, nil
+	}
+	choices, err := l.ListImages(ctx, configFromWire(r.GetConfig()), r.GetMatch())
+	if err != nil {
+		return &pluginpb.ListImagesReply{Error: errorToWire(err)}, nil
+	}
+	out := &pluginpb.ListImagesReply{Images: make([]*pluginpb.ImageChoice, 0, len(choices))}
+	for _, ch := range choices {
+		out.Images = append(out.Images, &pluginpb.ImageChoice{Value: ch.Value, Name: ch.Name, Source: ch.Source, State: ch.State, Usable: ch.Usable})
+	}
+	return out, nil
+}
+
 // identityFromWire parses the identity a reply carries, or returns its
 // error.
 func (c *client) identityFromWire(ctx context.Context, op string, r *pluginpb.TextReply, err error) (images.Identity, error) {
@@ -68,11 +85,14 @@ func (c *client) identityFromWire(ctx context.Context, op string, r *pluginpb.Te
 }
 
 // imageReporter, capturer and templateDeleter give the host's sandbox and
-// driver the optional interfaces of those capabilities.
+// driver the optional interfaces of those capabilities; imageLister gives
+// the driver of a plugin whose driver lists the provider's images
+// (description's images) its drivers.ImageLister.
 type (
 	imageReporter   struct{ s *sandbox }
 	capturer        struct{ s *sandbox }
 	templateDeleter struct{ c *client }
+	imageLister     struct{ c *client }
 )
 
 // ImageIdentity implements drivers.ImageReporter through the plugin.
@@ -106,4 +126,24 @@ func (x templateDeleter) DeleteTemplate(ctx context.Context, cfg config.Config, 
 		return drivers.Receipt{}, x.c.callErr(ctx, "delete template", err)
 	}
 	return receiptFromWire(r.GetReceipt()), errorFromWire(x.c.name(), r.GetError())
+}
+
+// ListImages implements drivers.ImageLister through the plugin.
+func (x imageLister) ListImages(ctx context.Context, cfg config.Config, match string) ([]drivers.ImageChoice, error) {
+	rpc, err := x.c.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := rpc.ListImages(ctx, &pluginpb.ListImagesRequest{Config: configToWire(cfg), Match: match})
+	if err != nil {
+		return nil, x.c.callErr(ctx, "list images", err)
+	}
+	if err := errorFromWire(x.c.name(), r.GetError()); err != nil {
+		return nil, err
+	}
+	out := make([]drivers.ImageChoice, 0, len(r.GetImages()))
+	for _, w := range r.GetImages() {
+		out = append(out, drivers.ImageChoice{Value: w.GetValue(), Name: w.GetName(), Source: w.GetSource(), State: w.GetState(), Usable: w.GetUsable()})
+	}
+	return out, nil
 }

@@ -67,8 +67,8 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, b *goplugin.GRPCBroker, cc *g
 // implements and the protocol carries (ProtocolVersion 1: exec,
 // stream_exec, reuse, list, destroy_by_id, image_identity,
 // template_capture, template_delete, terminal, files and runner_ingress),
-// and d's drivers.ArchReporter when d implements it, so the conformance
-// suite holds through the plugin.
+// and d's drivers.ArchReporter and drivers.ImageLister when d implements
+// them, so the conformance suite holds through the plugin.
 func Serve(d drivers.Driver, version string) {
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,

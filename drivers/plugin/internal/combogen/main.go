@@ -20,7 +20,8 @@ type mixin struct{ typ, capability, cond string }
 
 var (
 	driverMixins = []mixin{{"lister", "CapList", ""}, {"destroyer", "CapDestroyByID", ""}, {"resumer", "CapReattach", ""},
-		{"templateDeleter", "CapTemplateDelete", ""}, {"archReporter", "", "c.desc.Arch"}}
+		{"templateDeleter", "CapTemplateDelete", ""}, {"archReporter", "", "c.desc.Arch"},
+		{"imageLister", "", "c.desc.Images"}}
 	sandboxMixins = []mixin{{"streamer", "CapStreamExec", ""}, {"imageReporter", "CapImageIdentity", ""}, {"capturer", "CapTemplateCapture", ""},
 		{"terminal", "CapTerminal", ""}, {"files", "CapFiles", ""}, {"runnerHost", "CapRunnerIngress", ""}}
 )

@@ -10,7 +10,7 @@
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
 // health, image identity, capture, template delete, the terminal, files,
-// the runner's architecture and the runner ingress (its connections
+// the runner's architecture, the provider's images and the runner ingress (its connections
 // bridged through go-plugin's broker: service RunnerBridge). A plugin
 // declares what its driver implements and nothing else: declared is
 // implemented.
@@ -1389,7 +1389,9 @@ type Description struct {
 	Isolates bool `protobuf:"varint,11,opt,name=isolates,proto3" json:"isolates,omitempty"`
 	Health   bool `protobuf:"varint,12,opt,name=health,proto3" json:"health,omitempty"`
 	// arch: the driver reports its runners' architecture (RunnerArch).
-	Arch          bool `protobuf:"varint,13,opt,name=arch,proto3" json:"arch,omitempty"`
+	Arch bool `protobuf:"varint,13,opt,name=arch,proto3" json:"arch,omitempty"`
+	// images: the driver lists the provider's images (ListImages).
+	Images        bool `protobuf:"varint,14,opt,name=images,proto3" json:"images,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1515,6 +1517,197 @@ func (x *Description) GetArch() bool {
 	return false
 }
 
+func (x *Description) GetImages() bool {
+	if x != nil {
+		return x.Images
+	}
+	return false
+}
+
+type ListImagesRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Config *Config                `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// match keeps the images whose name contains it, case-insensitively;
+	// "" keeps all.
+	Match         string `protobuf:"bytes,2,opt,name=match,proto3" json:"match,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListImagesRequest) Reset() {
+	*x = ListImagesRequest{}
+	mi := &file_driver_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListImagesRequest) ProtoMessage() {}
+
+func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
+func (*ListImagesRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListImagesRequest) GetConfig() *Config {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *ListImagesRequest) GetMatch() string {
+	if x != nil {
+		return x.Match
+	}
+	return ""
+}
+
+// ImageChoice is one image the provider keeps (drivers.ImageChoice).
+type ImageChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// value is what the schema's image field takes to name it.
+	Value         string `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Usable        bool   `protobuf:"varint,5,opt,name=usable,proto3" json:"usable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageChoice) Reset() {
+	*x = ImageChoice{}
+	mi := &file_driver_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageChoice) ProtoMessage() {}
+
+func (x *ImageChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageChoice.ProtoReflect.Descriptor instead.
+func (*ImageChoice) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ImageChoice) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *ImageChoice) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ImageChoice) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ImageChoice) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ImageChoice) GetUsable() bool {
+	if x != nil {
+		return x.Usable
+	}
+	return false
+}
+
+type ListImagesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Images        []*ImageChoice         `protobuf:"bytes,1,rep,name=images,proto3" json:"images,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListImagesReply) Reset() {
+	*x = ListImagesReply{}
+	mi := &file_driver_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListImagesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListImagesReply) ProtoMessage() {}
+
+func (x *ListImagesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListImagesReply.ProtoReflect.Descriptor instead.
+func (*ListImagesReply) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListImagesReply) GetImages() []*ImageChoice {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+func (x *ListImagesReply) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type ErrorReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -1524,7 +1717,7 @@ type ErrorReply struct {
 
 func (x *ErrorReply) Reset() {
 	*x = ErrorReply{}
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1729,7 @@ func (x *ErrorReply) String() string {
 func (*ErrorReply) ProtoMessage() {}
 
 func (x *ErrorReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1742,7 @@ func (x *ErrorReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorReply.ProtoReflect.Descriptor instead.
 func (*ErrorReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{21}
+	return file_driver_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ErrorReply) GetError() *Error {
@@ -1569,7 +1762,7 @@ type TextReply struct {
 
 func (x *TextReply) Reset() {
 	*x = TextReply{}
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1774,7 @@ func (x *TextReply) String() string {
 func (*TextReply) ProtoMessage() {}
 
 func (x *TextReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1787,7 @@ func (x *TextReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextReply.ProtoReflect.Descriptor instead.
 func (*TextReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{22}
+	return file_driver_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TextReply) GetText() string {
@@ -1620,7 +1813,7 @@ type NarrowReply struct {
 
 func (x *NarrowReply) Reset() {
 	*x = NarrowReply{}
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1825,7 @@ func (x *NarrowReply) String() string {
 func (*NarrowReply) ProtoMessage() {}
 
 func (x *NarrowReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1838,7 @@ func (x *NarrowReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NarrowReply.ProtoReflect.Descriptor instead.
 func (*NarrowReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{23}
+	return file_driver_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NarrowReply) GetCapabilities() []string {
@@ -1664,7 +1857,7 @@ type IsolationReply struct {
 
 func (x *IsolationReply) Reset() {
 	*x = IsolationReply{}
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1869,7 @@ func (x *IsolationReply) String() string {
 func (*IsolationReply) ProtoMessage() {}
 
 func (x *IsolationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1882,7 @@ func (x *IsolationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsolationReply.ProtoReflect.Descriptor instead.
 func (*IsolationReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{24}
+	return file_driver_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *IsolationReply) GetIsolation() string {
@@ -1717,7 +1910,7 @@ type AcquireStart struct {
 
 func (x *AcquireStart) Reset() {
 	*x = AcquireStart{}
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1922,7 @@ func (x *AcquireStart) String() string {
 func (*AcquireStart) ProtoMessage() {}
 
 func (x *AcquireStart) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1935,7 @@ func (x *AcquireStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireStart.ProtoReflect.Descriptor instead.
 func (*AcquireStart) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{25}
+	return file_driver_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AcquireStart) GetConfig() *Config {
@@ -1799,7 +1992,7 @@ type RunnerSpec struct {
 
 func (x *RunnerSpec) Reset() {
 	*x = RunnerSpec{}
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +2004,7 @@ func (x *RunnerSpec) String() string {
 func (*RunnerSpec) ProtoMessage() {}
 
 func (x *RunnerSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +2017,7 @@ func (x *RunnerSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerSpec.ProtoReflect.Descriptor instead.
 func (*RunnerSpec) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{26}
+	return file_driver_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RunnerSpec) GetBinary() string {
@@ -1859,7 +2052,7 @@ type AllocatedAck struct {
 
 func (x *AllocatedAck) Reset() {
 	*x = AllocatedAck{}
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2064,7 @@ func (x *AllocatedAck) String() string {
 func (*AllocatedAck) ProtoMessage() {}
 
 func (x *AllocatedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2077,7 @@ func (x *AllocatedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedAck.ProtoReflect.Descriptor instead.
 func (*AllocatedAck) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{27}
+	return file_driver_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AllocatedAck) GetError() *Error {
@@ -1907,7 +2100,7 @@ type AcquireIn struct {
 
 func (x *AcquireIn) Reset() {
 	*x = AcquireIn{}
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2112,7 @@ func (x *AcquireIn) String() string {
 func (*AcquireIn) ProtoMessage() {}
 
 func (x *AcquireIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2125,7 @@ func (x *AcquireIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireIn.ProtoReflect.Descriptor instead.
 func (*AcquireIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{28}
+	return file_driver_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AcquireIn) GetMsg() isAcquireIn_Msg {
@@ -1985,7 +2178,7 @@ type Allocated struct {
 
 func (x *Allocated) Reset() {
 	*x = Allocated{}
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2190,7 @@ func (x *Allocated) String() string {
 func (*Allocated) ProtoMessage() {}
 
 func (x *Allocated) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2203,7 @@ func (x *Allocated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocated.ProtoReflect.Descriptor instead.
 func (*Allocated) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{29}
+	return file_driver_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Allocated) GetProviderLeaseId() string {
@@ -2032,7 +2225,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2237,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2250,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{30}
+	return file_driver_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Sandbox) GetHandle() uint64 {
@@ -2088,7 +2281,7 @@ type AcquireOut struct {
 
 func (x *AcquireOut) Reset() {
 	*x = AcquireOut{}
-	mi := &file_driver_proto_msgTypes[31]
+	mi := &file_driver_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2293,7 @@ func (x *AcquireOut) String() string {
 func (*AcquireOut) ProtoMessage() {}
 
 func (x *AcquireOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[31]
+	mi := &file_driver_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2306,7 @@ func (x *AcquireOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireOut.ProtoReflect.Descriptor instead.
 func (*AcquireOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{31}
+	return file_driver_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AcquireOut) GetMsg() isAcquireOut_Msg {
@@ -2182,7 +2375,7 @@ type SandboxReply struct {
 
 func (x *SandboxReply) Reset() {
 	*x = SandboxReply{}
-	mi := &file_driver_proto_msgTypes[32]
+	mi := &file_driver_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2387,7 @@ func (x *SandboxReply) String() string {
 func (*SandboxReply) ProtoMessage() {}
 
 func (x *SandboxReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[32]
+	mi := &file_driver_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2400,7 @@ func (x *SandboxReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxReply.ProtoReflect.Descriptor instead.
 func (*SandboxReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{32}
+	return file_driver_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SandboxReply) GetSandbox() *Sandbox {
@@ -2234,7 +2427,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_driver_proto_msgTypes[33]
+	mi := &file_driver_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2439,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[33]
+	mi := &file_driver_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2452,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{33}
+	return file_driver_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResumeRequest) GetConfig() *Config {
@@ -2291,7 +2484,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_driver_proto_msgTypes[34]
+	mi := &file_driver_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2496,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[34]
+	mi := &file_driver_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2509,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{34}
+	return file_driver_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExecRequest) GetHandle() uint64 {
@@ -2383,7 +2576,7 @@ type ExecReply struct {
 
 func (x *ExecReply) Reset() {
 	*x = ExecReply{}
-	mi := &file_driver_proto_msgTypes[35]
+	mi := &file_driver_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2588,7 @@ func (x *ExecReply) String() string {
 func (*ExecReply) ProtoMessage() {}
 
 func (x *ExecReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[35]
+	mi := &file_driver_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2601,7 @@ func (x *ExecReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecReply.ProtoReflect.Descriptor instead.
 func (*ExecReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{35}
+	return file_driver_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExecReply) GetStdout() []byte {
@@ -2471,7 +2664,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_driver_proto_msgTypes[36]
+	mi := &file_driver_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2676,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[36]
+	mi := &file_driver_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2689,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{36}
+	return file_driver_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReleaseRequest) GetHandle() uint64 {
@@ -2527,7 +2720,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_driver_proto_msgTypes[37]
+	mi := &file_driver_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2732,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[37]
+	mi := &file_driver_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2745,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{37}
+	return file_driver_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Receipt) GetProviderLeaseId() string {
@@ -2607,7 +2800,7 @@ type ReceiptReply struct {
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_driver_proto_msgTypes[38]
+	mi := &file_driver_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2812,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[38]
+	mi := &file_driver_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2825,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{38}
+	return file_driver_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReceiptReply) GetReceipt() *Receipt {
@@ -2659,7 +2852,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_driver_proto_msgTypes[39]
+	mi := &file_driver_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2864,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[39]
+	mi := &file_driver_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2877,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{39}
+	return file_driver_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListRequest) GetConfig() *Config {
@@ -2712,7 +2905,7 @@ type SandboxInfo struct {
 
 func (x *SandboxInfo) Reset() {
 	*x = SandboxInfo{}
-	mi := &file_driver_proto_msgTypes[40]
+	mi := &file_driver_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2917,7 @@ func (x *SandboxInfo) String() string {
 func (*SandboxInfo) ProtoMessage() {}
 
 func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[40]
+	mi := &file_driver_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +2930,7 @@ func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxInfo.ProtoReflect.Descriptor instead.
 func (*SandboxInfo) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{40}
+	return file_driver_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SandboxInfo) GetProviderLeaseId() string {
@@ -2771,7 +2964,7 @@ type ListReply struct {
 
 func (x *ListReply) Reset() {
 	*x = ListReply{}
-	mi := &file_driver_proto_msgTypes[41]
+	mi := &file_driver_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2976,7 @@ func (x *ListReply) String() string {
 func (*ListReply) ProtoMessage() {}
 
 func (x *ListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[41]
+	mi := &file_driver_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2989,7 @@ func (x *ListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReply.ProtoReflect.Descriptor instead.
 func (*ListReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{41}
+	return file_driver_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListReply) GetSandboxes() []*SandboxInfo {
@@ -2823,7 +3016,7 @@ type DestroyRequest struct {
 
 func (x *DestroyRequest) Reset() {
 	*x = DestroyRequest{}
-	mi := &file_driver_proto_msgTypes[42]
+	mi := &file_driver_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +3028,7 @@ func (x *DestroyRequest) String() string {
 func (*DestroyRequest) ProtoMessage() {}
 
 func (x *DestroyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[42]
+	mi := &file_driver_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +3041,7 @@ func (x *DestroyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyRequest.ProtoReflect.Descriptor instead.
 func (*DestroyRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{42}
+	return file_driver_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DestroyRequest) GetConfig() *Config {
@@ -2879,7 +3072,7 @@ type StartCommand struct {
 
 func (x *StartCommand) Reset() {
 	*x = StartCommand{}
-	mi := &file_driver_proto_msgTypes[43]
+	mi := &file_driver_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3084,7 @@ func (x *StartCommand) String() string {
 func (*StartCommand) ProtoMessage() {}
 
 func (x *StartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[43]
+	mi := &file_driver_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3097,7 @@ func (x *StartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCommand.ProtoReflect.Descriptor instead.
 func (*StartCommand) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{43}
+	return file_driver_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StartCommand) GetHandle() uint64 {
@@ -2957,7 +3150,7 @@ type StartIn struct {
 
 func (x *StartIn) Reset() {
 	*x = StartIn{}
-	mi := &file_driver_proto_msgTypes[44]
+	mi := &file_driver_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3162,7 @@ func (x *StartIn) String() string {
 func (*StartIn) ProtoMessage() {}
 
 func (x *StartIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[44]
+	mi := &file_driver_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3175,7 @@ func (x *StartIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartIn.ProtoReflect.Descriptor instead.
 func (*StartIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{44}
+	return file_driver_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StartIn) GetMsg() isStartIn_Msg {
@@ -3066,7 +3259,7 @@ type SignalAck struct {
 
 func (x *SignalAck) Reset() {
 	*x = SignalAck{}
-	mi := &file_driver_proto_msgTypes[45]
+	mi := &file_driver_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3271,7 @@ func (x *SignalAck) String() string {
 func (*SignalAck) ProtoMessage() {}
 
 func (x *SignalAck) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[45]
+	mi := &file_driver_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3284,7 @@ func (x *SignalAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalAck.ProtoReflect.Descriptor instead.
 func (*SignalAck) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{45}
+	return file_driver_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SignalAck) GetError() *Error {
@@ -3118,7 +3311,7 @@ type StartOut struct {
 
 func (x *StartOut) Reset() {
 	*x = StartOut{}
-	mi := &file_driver_proto_msgTypes[46]
+	mi := &file_driver_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3323,7 @@ func (x *StartOut) String() string {
 func (*StartOut) ProtoMessage() {}
 
 func (x *StartOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[46]
+	mi := &file_driver_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3336,7 @@ func (x *StartOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartOut.ProtoReflect.Descriptor instead.
 func (*StartOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{46}
+	return file_driver_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StartOut) GetMsg() isStartOut_Msg {
@@ -3259,7 +3452,7 @@ type HandleRequest struct {
 
 func (x *HandleRequest) Reset() {
 	*x = HandleRequest{}
-	mi := &file_driver_proto_msgTypes[47]
+	mi := &file_driver_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3464,7 @@ func (x *HandleRequest) String() string {
 func (*HandleRequest) ProtoMessage() {}
 
 func (x *HandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[47]
+	mi := &file_driver_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3477,7 @@ func (x *HandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleRequest.ProtoReflect.Descriptor instead.
 func (*HandleRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{47}
+	return file_driver_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HandleRequest) GetHandle() uint64 {
@@ -3305,7 +3498,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_driver_proto_msgTypes[48]
+	mi := &file_driver_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3510,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[48]
+	mi := &file_driver_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3523,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{48}
+	return file_driver_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CaptureRequest) GetHandle() uint64 {
@@ -3365,7 +3558,7 @@ type DeleteTemplateRequest struct {
 
 func (x *DeleteTemplateRequest) Reset() {
 	*x = DeleteTemplateRequest{}
-	mi := &file_driver_proto_msgTypes[49]
+	mi := &file_driver_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3570,7 @@ func (x *DeleteTemplateRequest) String() string {
 func (*DeleteTemplateRequest) ProtoMessage() {}
 
 func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[49]
+	mi := &file_driver_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3583,7 @@ func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{49}
+	return file_driver_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteTemplateRequest) GetConfig() *Config {
@@ -3422,7 +3615,7 @@ type TerminalOpen struct {
 
 func (x *TerminalOpen) Reset() {
 	*x = TerminalOpen{}
-	mi := &file_driver_proto_msgTypes[50]
+	mi := &file_driver_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3627,7 @@ func (x *TerminalOpen) String() string {
 func (*TerminalOpen) ProtoMessage() {}
 
 func (x *TerminalOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[50]
+	mi := &file_driver_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3640,7 @@ func (x *TerminalOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOpen.ProtoReflect.Descriptor instead.
 func (*TerminalOpen) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{50}
+	return file_driver_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TerminalOpen) GetHandle() uint64 {
@@ -3509,7 +3702,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_driver_proto_msgTypes[51]
+	mi := &file_driver_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3521,7 +3714,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[51]
+	mi := &file_driver_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3534,7 +3727,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{51}
+	return file_driver_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WindowSize) GetRows() int64 {
@@ -3566,7 +3759,7 @@ type TerminalIn struct {
 
 func (x *TerminalIn) Reset() {
 	*x = TerminalIn{}
-	mi := &file_driver_proto_msgTypes[52]
+	mi := &file_driver_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3771,7 @@ func (x *TerminalIn) String() string {
 func (*TerminalIn) ProtoMessage() {}
 
 func (x *TerminalIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[52]
+	mi := &file_driver_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3784,7 @@ func (x *TerminalIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalIn.ProtoReflect.Descriptor instead.
 func (*TerminalIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{52}
+	return file_driver_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TerminalIn) GetMsg() isTerminalIn_Msg {
@@ -3681,7 +3874,7 @@ type TerminalOut struct {
 
 func (x *TerminalOut) Reset() {
 	*x = TerminalOut{}
-	mi := &file_driver_proto_msgTypes[53]
+	mi := &file_driver_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3886,7 @@ func (x *TerminalOut) String() string {
 func (*TerminalOut) ProtoMessage() {}
 
 func (x *TerminalOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[53]
+	mi := &file_driver_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3899,7 @@ func (x *TerminalOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOut.ProtoReflect.Descriptor instead.
 func (*TerminalOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{53}
+	return file_driver_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TerminalOut) GetMsg() isTerminalOut_Msg {
@@ -3808,7 +4001,7 @@ type PutArchiveStart struct {
 
 func (x *PutArchiveStart) Reset() {
 	*x = PutArchiveStart{}
-	mi := &file_driver_proto_msgTypes[54]
+	mi := &file_driver_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3820,7 +4013,7 @@ func (x *PutArchiveStart) String() string {
 func (*PutArchiveStart) ProtoMessage() {}
 
 func (x *PutArchiveStart) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[54]
+	mi := &file_driver_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3833,7 +4026,7 @@ func (x *PutArchiveStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutArchiveStart.ProtoReflect.Descriptor instead.
 func (*PutArchiveStart) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{54}
+	return file_driver_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PutArchiveStart) GetHandle() uint64 {
@@ -3863,7 +4056,7 @@ type PutArchiveIn struct {
 
 func (x *PutArchiveIn) Reset() {
 	*x = PutArchiveIn{}
-	mi := &file_driver_proto_msgTypes[55]
+	mi := &file_driver_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3875,7 +4068,7 @@ func (x *PutArchiveIn) String() string {
 func (*PutArchiveIn) ProtoMessage() {}
 
 func (x *PutArchiveIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[55]
+	mi := &file_driver_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3888,7 +4081,7 @@ func (x *PutArchiveIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutArchiveIn.ProtoReflect.Descriptor instead.
 func (*PutArchiveIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{55}
+	return file_driver_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PutArchiveIn) GetMsg() isPutArchiveIn_Msg {
@@ -3942,7 +4135,7 @@ type GetArchiveRequest struct {
 
 func (x *GetArchiveRequest) Reset() {
 	*x = GetArchiveRequest{}
-	mi := &file_driver_proto_msgTypes[56]
+	mi := &file_driver_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3954,7 +4147,7 @@ func (x *GetArchiveRequest) String() string {
 func (*GetArchiveRequest) ProtoMessage() {}
 
 func (x *GetArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[56]
+	mi := &file_driver_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3967,7 +4160,7 @@ func (x *GetArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArchiveRequest.ProtoReflect.Descriptor instead.
 func (*GetArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{56}
+	return file_driver_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetArchiveRequest) GetHandle() uint64 {
@@ -3997,7 +4190,7 @@ type GetArchiveOut struct {
 
 func (x *GetArchiveOut) Reset() {
 	*x = GetArchiveOut{}
-	mi := &file_driver_proto_msgTypes[57]
+	mi := &file_driver_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4009,7 +4202,7 @@ func (x *GetArchiveOut) String() string {
 func (*GetArchiveOut) ProtoMessage() {}
 
 func (x *GetArchiveOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[57]
+	mi := &file_driver_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4022,7 +4215,7 @@ func (x *GetArchiveOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArchiveOut.ProtoReflect.Descriptor instead.
 func (*GetArchiveOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{57}
+	return file_driver_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetArchiveOut) GetMsg() isGetArchiveOut_Msg {
@@ -4076,7 +4269,7 @@ type ReadDirRequest struct {
 
 func (x *ReadDirRequest) Reset() {
 	*x = ReadDirRequest{}
-	mi := &file_driver_proto_msgTypes[58]
+	mi := &file_driver_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4281,7 @@ func (x *ReadDirRequest) String() string {
 func (*ReadDirRequest) ProtoMessage() {}
 
 func (x *ReadDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[58]
+	mi := &file_driver_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4294,7 @@ func (x *ReadDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadDirRequest.ProtoReflect.Descriptor instead.
 func (*ReadDirRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{58}
+	return file_driver_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReadDirRequest) GetHandle() uint64 {
@@ -4131,7 +4324,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_driver_proto_msgTypes[59]
+	mi := &file_driver_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4143,7 +4336,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[59]
+	mi := &file_driver_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4156,7 +4349,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{59}
+	return file_driver_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *FileInfo) GetName() string {
@@ -4197,7 +4390,7 @@ type ReadDirReply struct {
 
 func (x *ReadDirReply) Reset() {
 	*x = ReadDirReply{}
-	mi := &file_driver_proto_msgTypes[60]
+	mi := &file_driver_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4209,7 +4402,7 @@ func (x *ReadDirReply) String() string {
 func (*ReadDirReply) ProtoMessage() {}
 
 func (x *ReadDirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[60]
+	mi := &file_driver_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4222,7 +4415,7 @@ func (x *ReadDirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadDirReply.ProtoReflect.Descriptor instead.
 func (*ReadDirReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{60}
+	return file_driver_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReadDirReply) GetEntries() []*FileInfo {
@@ -4341,7 +4534,7 @@ const file_driver_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\"V\n" +
 	"\x12RunnerLogTailReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12,\n" +
-	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"\x9f\x03\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"\xb7\x03\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -4356,7 +4549,20 @@ const file_driver_proto_rawDesc = "" +
 	" \x01(\bR\anarrows\x12\x1a\n" +
 	"\bisolates\x18\v \x01(\bR\bisolates\x12\x16\n" +
 	"\x06health\x18\f \x01(\bR\x06health\x12\x12\n" +
-	"\x04arch\x18\r \x01(\bR\x04arch\":\n" +
+	"\x04arch\x18\r \x01(\bR\x04arch\x12\x16\n" +
+	"\x06images\x18\x0e \x01(\bR\x06images\"Z\n" +
+	"\x11ListImagesRequest\x12/\n" +
+	"\x06config\x18\x01 \x01(\v2\x17.berth.plugin.v1.ConfigR\x06config\x12\x14\n" +
+	"\x05match\x18\x02 \x01(\tR\x05match\"}\n" +
+	"\vImageChoice\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\tR\x05value\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x16\n" +
+	"\x06usable\x18\x05 \x01(\bR\x06usable\"u\n" +
+	"\x0fListImagesReply\x124\n" +
+	"\x06images\x18\x01 \x03(\v2\x1c.berth.plugin.v1.ImageChoiceR\x06images\x12,\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\":\n" +
 	"\n" +
 	"ErrorReply\x12,\n" +
 	"\x05error\x18\x01 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"M\n" +
@@ -4551,7 +4757,7 @@ const file_driver_proto_rawDesc = "" +
 	"linkTarget\"q\n" +
 	"\fReadDirReply\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.berth.plugin.v1.FileInfoR\aentries\x12,\n" +
-	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error2\xc6\x0f\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error2\x9a\x10\n" +
 	"\x06Driver\x12J\n" +
 	"\bDescribe\x12 .berth.plugin.v1.DescribeRequest\x1a\x1c.berth.plugin.v1.Description\x12G\n" +
 	"\bValidate\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12L\n" +
@@ -4580,6 +4786,8 @@ const file_driver_proto_rawDesc = "" +
 	"\n" +
 	"RunnerArch\x12\x1e.berth.plugin.v1.ConfigRequest\x1a\x1a.berth.plugin.v1.TextReply\x12R\n" +
 	"\n" +
+	"ListImages\x12\".berth.plugin.v1.ListImagesRequest\x1a .berth.plugin.v1.ListImagesReply\x12R\n" +
+	"\n" +
 	"HostRunner\x12\".berth.plugin.v1.HostRunnerRequest\x1a .berth.plugin.v1.HostRunnerReply\x12Q\n" +
 	"\fRunnerLaunch\x12$.berth.plugin.v1.RunnerLaunchRequest\x1a\x1b.berth.plugin.v1.ErrorReply\x12[\n" +
 	"\rRunnerLogTail\x12%.berth.plugin.v1.RunnerLogTailRequest\x1a#.berth.plugin.v1.RunnerLogTailReply\x12Q\n" +
@@ -4599,7 +4807,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_driver_proto_goTypes = []any{
 	(*Error)(nil),                 // 0: berth.plugin.v1.Error
 	(*ConfigProblem)(nil),         // 1: berth.plugin.v1.ConfigProblem
@@ -4622,57 +4830,60 @@ var file_driver_proto_goTypes = []any{
 	(*RunnerLogTailRequest)(nil),  // 18: berth.plugin.v1.RunnerLogTailRequest
 	(*RunnerLogTailReply)(nil),    // 19: berth.plugin.v1.RunnerLogTailReply
 	(*Description)(nil),           // 20: berth.plugin.v1.Description
-	(*ErrorReply)(nil),            // 21: berth.plugin.v1.ErrorReply
-	(*TextReply)(nil),             // 22: berth.plugin.v1.TextReply
-	(*NarrowReply)(nil),           // 23: berth.plugin.v1.NarrowReply
-	(*IsolationReply)(nil),        // 24: berth.plugin.v1.IsolationReply
-	(*AcquireStart)(nil),          // 25: berth.plugin.v1.AcquireStart
-	(*RunnerSpec)(nil),            // 26: berth.plugin.v1.RunnerSpec
-	(*AllocatedAck)(nil),          // 27: berth.plugin.v1.AllocatedAck
-	(*AcquireIn)(nil),             // 28: berth.plugin.v1.AcquireIn
-	(*Allocated)(nil),             // 29: berth.plugin.v1.Allocated
-	(*Sandbox)(nil),               // 30: berth.plugin.v1.Sandbox
-	(*AcquireOut)(nil),            // 31: berth.plugin.v1.AcquireOut
-	(*SandboxReply)(nil),          // 32: berth.plugin.v1.SandboxReply
-	(*ResumeRequest)(nil),         // 33: berth.plugin.v1.ResumeRequest
-	(*ExecRequest)(nil),           // 34: berth.plugin.v1.ExecRequest
-	(*ExecReply)(nil),             // 35: berth.plugin.v1.ExecReply
-	(*ReleaseRequest)(nil),        // 36: berth.plugin.v1.ReleaseRequest
-	(*Receipt)(nil),               // 37: berth.plugin.v1.Receipt
-	(*ReceiptReply)(nil),          // 38: berth.plugin.v1.ReceiptReply
-	(*ListRequest)(nil),           // 39: berth.plugin.v1.ListRequest
-	(*SandboxInfo)(nil),           // 40: berth.plugin.v1.SandboxInfo
-	(*ListReply)(nil),             // 41: berth.plugin.v1.ListReply
-	(*DestroyRequest)(nil),        // 42: berth.plugin.v1.DestroyRequest
-	(*StartCommand)(nil),          // 43: berth.plugin.v1.StartCommand
-	(*StartIn)(nil),               // 44: berth.plugin.v1.StartIn
-	(*SignalAck)(nil),             // 45: berth.plugin.v1.SignalAck
-	(*StartOut)(nil),              // 46: berth.plugin.v1.StartOut
-	(*HandleRequest)(nil),         // 47: berth.plugin.v1.HandleRequest
-	(*CaptureRequest)(nil),        // 48: berth.plugin.v1.CaptureRequest
-	(*DeleteTemplateRequest)(nil), // 49: berth.plugin.v1.DeleteTemplateRequest
-	(*TerminalOpen)(nil),          // 50: berth.plugin.v1.TerminalOpen
-	(*WindowSize)(nil),            // 51: berth.plugin.v1.WindowSize
-	(*TerminalIn)(nil),            // 52: berth.plugin.v1.TerminalIn
-	(*TerminalOut)(nil),           // 53: berth.plugin.v1.TerminalOut
-	(*PutArchiveStart)(nil),       // 54: berth.plugin.v1.PutArchiveStart
-	(*PutArchiveIn)(nil),          // 55: berth.plugin.v1.PutArchiveIn
-	(*GetArchiveRequest)(nil),     // 56: berth.plugin.v1.GetArchiveRequest
-	(*GetArchiveOut)(nil),         // 57: berth.plugin.v1.GetArchiveOut
-	(*ReadDirRequest)(nil),        // 58: berth.plugin.v1.ReadDirRequest
-	(*FileInfo)(nil),              // 59: berth.plugin.v1.FileInfo
-	(*ReadDirReply)(nil),          // 60: berth.plugin.v1.ReadDirReply
-	nil,                           // 61: berth.plugin.v1.StringMap.EntriesEntry
-	nil,                           // 62: berth.plugin.v1.SecretMap.EntriesEntry
-	nil,                           // 63: berth.plugin.v1.Config.FieldsEntry
-	nil,                           // 64: berth.plugin.v1.RunnerLaunchRequest.EnvEntry
-	nil,                           // 65: berth.plugin.v1.AcquireStart.LabelsEntry
-	nil,                           // 66: berth.plugin.v1.ExecRequest.EnvEntry
-	nil,                           // 67: berth.plugin.v1.ListRequest.LabelsEntry
-	nil,                           // 68: berth.plugin.v1.SandboxInfo.LabelsEntry
-	nil,                           // 69: berth.plugin.v1.StartCommand.EnvEntry
-	nil,                           // 70: berth.plugin.v1.CaptureRequest.LabelsEntry
-	nil,                           // 71: berth.plugin.v1.TerminalOpen.EnvEntry
+	(*ListImagesRequest)(nil),     // 21: berth.plugin.v1.ListImagesRequest
+	(*ImageChoice)(nil),           // 22: berth.plugin.v1.ImageChoice
+	(*ListImagesReply)(nil),       // 23: berth.plugin.v1.ListImagesReply
+	(*ErrorReply)(nil),            // 24: berth.plugin.v1.ErrorReply
+	(*TextReply)(nil),             // 25: berth.plugin.v1.TextReply
+	(*NarrowReply)(nil),           // 26: berth.plugin.v1.NarrowReply
+	(*IsolationReply)(nil),        // 27: berth.plugin.v1.IsolationReply
+	(*AcquireStart)(nil),          // 28: berth.plugin.v1.AcquireStart
+	(*RunnerSpec)(nil),            // 29: berth.plugin.v1.RunnerSpec
+	(*AllocatedAck)(nil),          // 30: berth.plugin.v1.AllocatedAck
+	(*AcquireIn)(nil),             // 31: berth.plugin.v1.AcquireIn
+	(*Allocated)(nil),             // 32: berth.plugin.v1.Allocated
+	(*Sandbox)(nil),               // 33: berth.plugin.v1.Sandbox
+	(*AcquireOut)(nil),            // 34: berth.plugin.v1.AcquireOut
+	(*SandboxReply)(nil),          // 35: berth.plugin.v1.SandboxReply
+	(*ResumeRequest)(nil),         // 36: berth.plugin.v1.ResumeRequest
+	(*ExecRequest)(nil),           // 37: berth.plugin.v1.ExecRequest
+	(*ExecReply)(nil),             // 38: berth.plugin.v1.ExecReply
+	(*ReleaseRequest)(nil),        // 39: berth.plugin.v1.ReleaseRequest
+	(*Receipt)(nil),               // 40: berth.plugin.v1.Receipt
+	(*ReceiptReply)(nil),          // 41: berth.plugin.v1.ReceiptReply
+	(*ListRequest)(nil),           // 42: berth.plugin.v1.ListRequest
+	(*SandboxInfo)(nil),           // 43: berth.plugin.v1.SandboxInfo
+	(*ListReply)(nil),             // 44: berth.plugin.v1.ListReply
+	(*DestroyRequest)(nil),        // 45: berth.plugin.v1.DestroyRequest
+	(*StartCommand)(nil),          // 46: berth.plugin.v1.StartCommand
+	(*StartIn)(nil),               // 47: berth.plugin.v1.StartIn
+	(*SignalAck)(nil),             // 48: berth.plugin.v1.SignalAck
+	(*StartOut)(nil),              // 49: berth.plugin.v1.StartOut
+	(*HandleRequest)(nil),         // 50: berth.plugin.v1.HandleRequest
+	(*CaptureRequest)(nil),        // 51: berth.plugin.v1.CaptureRequest
+	(*DeleteTemplateRequest)(nil), // 52: berth.plugin.v1.DeleteTemplateRequest
+	(*TerminalOpen)(nil),          // 53: berth.plugin.v1.TerminalOpen
+	(*WindowSize)(nil),            // 54: berth.plugin.v1.WindowSize
+	(*TerminalIn)(nil),            // 55: berth.plugin.v1.TerminalIn
+	(*TerminalOut)(nil),           // 56: berth.plugin.v1.TerminalOut
+	(*PutArchiveStart)(nil),       // 57: berth.plugin.v1.PutArchiveStart
+	(*PutArchiveIn)(nil),          // 58: berth.plugin.v1.PutArchiveIn
+	(*GetArchiveRequest)(nil),     // 59: berth.plugin.v1.GetArchiveRequest
+	(*GetArchiveOut)(nil),         // 60: berth.plugin.v1.GetArchiveOut
+	(*ReadDirRequest)(nil),        // 61: berth.plugin.v1.ReadDirRequest
+	(*FileInfo)(nil),              // 62: berth.plugin.v1.FileInfo
+	(*ReadDirReply)(nil),          // 63: berth.plugin.v1.ReadDirReply
+	nil,                           // 64: berth.plugin.v1.StringMap.EntriesEntry
+	nil,                           // 65: berth.plugin.v1.SecretMap.EntriesEntry
+	nil,                           // 66: berth.plugin.v1.Config.FieldsEntry
+	nil,                           // 67: berth.plugin.v1.RunnerLaunchRequest.EnvEntry
+	nil,                           // 68: berth.plugin.v1.AcquireStart.LabelsEntry
+	nil,                           // 69: berth.plugin.v1.ExecRequest.EnvEntry
+	nil,                           // 70: berth.plugin.v1.ListRequest.LabelsEntry
+	nil,                           // 71: berth.plugin.v1.SandboxInfo.LabelsEntry
+	nil,                           // 72: berth.plugin.v1.StartCommand.EnvEntry
+	nil,                           // 73: berth.plugin.v1.CaptureRequest.LabelsEntry
+	nil,                           // 74: berth.plugin.v1.TerminalOpen.EnvEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	1,  // 0: berth.plugin.v1.Error.config_problems:type_name -> berth.plugin.v1.ConfigProblem
@@ -4680,121 +4891,126 @@ var file_driver_proto_depIdxs = []int32{
 	4,  // 2: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
 	5,  // 3: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
 	6,  // 4: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
-	61, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
-	62, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
+	64, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
+	65, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
 	5,  // 7: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
-	63, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
+	66, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
 	8,  // 9: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
 	2,  // 10: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
 	10, // 11: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
-	26, // 12: berth.plugin.v1.HostRunnerRequest.spec:type_name -> berth.plugin.v1.RunnerSpec
+	29, // 12: berth.plugin.v1.HostRunnerRequest.spec:type_name -> berth.plugin.v1.RunnerSpec
 	0,  // 13: berth.plugin.v1.HostRunnerReply.error:type_name -> berth.plugin.v1.Error
-	64, // 14: berth.plugin.v1.RunnerLaunchRequest.env:type_name -> berth.plugin.v1.RunnerLaunchRequest.EnvEntry
+	67, // 14: berth.plugin.v1.RunnerLaunchRequest.env:type_name -> berth.plugin.v1.RunnerLaunchRequest.EnvEntry
 	0,  // 15: berth.plugin.v1.RunnerLogTailReply.error:type_name -> berth.plugin.v1.Error
 	11, // 16: berth.plugin.v1.Description.schema:type_name -> berth.plugin.v1.Schema
-	0,  // 17: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
-	0,  // 18: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
-	8,  // 19: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
-	65, // 20: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
-	26, // 21: berth.plugin.v1.AcquireStart.runner:type_name -> berth.plugin.v1.RunnerSpec
-	0,  // 22: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
-	25, // 23: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
-	27, // 24: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
-	29, // 25: berth.plugin.v1.AcquireOut.allocated:type_name -> berth.plugin.v1.Allocated
-	30, // 26: berth.plugin.v1.AcquireOut.acquired:type_name -> berth.plugin.v1.Sandbox
-	0,  // 27: berth.plugin.v1.AcquireOut.error:type_name -> berth.plugin.v1.Error
-	30, // 28: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
-	0,  // 29: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
-	8,  // 30: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
-	66, // 31: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
-	0,  // 32: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
-	37, // 33: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
-	0,  // 34: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
-	8,  // 35: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
-	67, // 36: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
-	68, // 37: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
-	40, // 38: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
-	0,  // 39: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
-	8,  // 40: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
-	69, // 41: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
-	43, // 42: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
-	0,  // 43: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
-	45, // 44: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
-	35, // 45: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
-	0,  // 46: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
-	70, // 47: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
-	8,  // 48: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
-	71, // 49: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
-	50, // 50: berth.plugin.v1.TerminalIn.open:type_name -> berth.plugin.v1.TerminalOpen
-	51, // 51: berth.plugin.v1.TerminalIn.resize:type_name -> berth.plugin.v1.WindowSize
-	21, // 52: berth.plugin.v1.TerminalOut.resize_ack:type_name -> berth.plugin.v1.ErrorReply
-	35, // 53: berth.plugin.v1.TerminalOut.exit:type_name -> berth.plugin.v1.ExecReply
-	0,  // 54: berth.plugin.v1.TerminalOut.error:type_name -> berth.plugin.v1.Error
-	54, // 55: berth.plugin.v1.PutArchiveIn.start:type_name -> berth.plugin.v1.PutArchiveStart
-	0,  // 56: berth.plugin.v1.GetArchiveOut.error:type_name -> berth.plugin.v1.Error
-	59, // 57: berth.plugin.v1.ReadDirReply.entries:type_name -> berth.plugin.v1.FileInfo
-	0,  // 58: berth.plugin.v1.ReadDirReply.error:type_name -> berth.plugin.v1.Error
-	7,  // 59: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
-	2,  // 60: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
-	12, // 61: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
-	9,  // 62: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 63: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 64: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 65: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 66: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 67: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
-	28, // 68: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
-	33, // 69: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
-	34, // 70: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
-	44, // 71: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
-	36, // 72: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
-	39, // 73: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
-	42, // 74: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
-	52, // 75: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
-	55, // 76: berth.plugin.v1.Driver.PutArchive:input_type -> berth.plugin.v1.PutArchiveIn
-	56, // 77: berth.plugin.v1.Driver.GetArchive:input_type -> berth.plugin.v1.GetArchiveRequest
-	58, // 78: berth.plugin.v1.Driver.ReadDir:input_type -> berth.plugin.v1.ReadDirRequest
-	47, // 79: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
-	48, // 80: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
-	49, // 81: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
-	9,  // 82: berth.plugin.v1.Driver.RunnerArch:input_type -> berth.plugin.v1.ConfigRequest
-	14, // 83: berth.plugin.v1.Driver.HostRunner:input_type -> berth.plugin.v1.HostRunnerRequest
-	17, // 84: berth.plugin.v1.Driver.RunnerLaunch:input_type -> berth.plugin.v1.RunnerLaunchRequest
-	18, // 85: berth.plugin.v1.Driver.RunnerLogTail:input_type -> berth.plugin.v1.RunnerLogTailRequest
-	16, // 86: berth.plugin.v1.Driver.RunnerClose:input_type -> berth.plugin.v1.RunnerIngressRequest
-	13, // 87: berth.plugin.v1.RunnerBridge.Connect:input_type -> berth.plugin.v1.Chunk
-	20, // 88: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
-	21, // 89: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
-	22, // 90: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
-	23, // 91: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
-	24, // 92: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
-	22, // 93: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
-	21, // 94: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
-	31, // 95: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
-	32, // 96: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
-	35, // 97: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
-	46, // 98: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
-	38, // 99: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
-	41, // 100: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
-	38, // 101: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
-	53, // 102: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
-	21, // 103: berth.plugin.v1.Driver.PutArchive:output_type -> berth.plugin.v1.ErrorReply
-	57, // 104: berth.plugin.v1.Driver.GetArchive:output_type -> berth.plugin.v1.GetArchiveOut
-	60, // 105: berth.plugin.v1.Driver.ReadDir:output_type -> berth.plugin.v1.ReadDirReply
-	22, // 106: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
-	22, // 107: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
-	38, // 108: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
-	22, // 109: berth.plugin.v1.Driver.RunnerArch:output_type -> berth.plugin.v1.TextReply
-	15, // 110: berth.plugin.v1.Driver.HostRunner:output_type -> berth.plugin.v1.HostRunnerReply
-	21, // 111: berth.plugin.v1.Driver.RunnerLaunch:output_type -> berth.plugin.v1.ErrorReply
-	19, // 112: berth.plugin.v1.Driver.RunnerLogTail:output_type -> berth.plugin.v1.RunnerLogTailReply
-	21, // 113: berth.plugin.v1.Driver.RunnerClose:output_type -> berth.plugin.v1.ErrorReply
-	13, // 114: berth.plugin.v1.RunnerBridge.Connect:output_type -> berth.plugin.v1.Chunk
-	88, // [88:115] is the sub-list for method output_type
-	61, // [61:88] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	8,  // 17: berth.plugin.v1.ListImagesRequest.config:type_name -> berth.plugin.v1.Config
+	22, // 18: berth.plugin.v1.ListImagesReply.images:type_name -> berth.plugin.v1.ImageChoice
+	0,  // 19: berth.plugin.v1.ListImagesReply.error:type_name -> berth.plugin.v1.Error
+	0,  // 20: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
+	0,  // 21: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 22: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
+	68, // 23: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
+	29, // 24: berth.plugin.v1.AcquireStart.runner:type_name -> berth.plugin.v1.RunnerSpec
+	0,  // 25: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
+	28, // 26: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
+	30, // 27: berth.plugin.v1.AcquireIn.allocated_ack:type_name -> berth.plugin.v1.AllocatedAck
+	32, // 28: berth.plugin.v1.AcquireOut.allocated:type_name -> berth.plugin.v1.Allocated
+	33, // 29: berth.plugin.v1.AcquireOut.acquired:type_name -> berth.plugin.v1.Sandbox
+	0,  // 30: berth.plugin.v1.AcquireOut.error:type_name -> berth.plugin.v1.Error
+	33, // 31: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
+	0,  // 32: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 33: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
+	69, // 34: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
+	0,  // 35: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
+	40, // 36: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
+	0,  // 37: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 38: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
+	70, // 39: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
+	71, // 40: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
+	43, // 41: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
+	0,  // 42: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
+	8,  // 43: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
+	72, // 44: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
+	46, // 45: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
+	0,  // 46: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
+	48, // 47: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
+	38, // 48: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
+	0,  // 49: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
+	73, // 50: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
+	8,  // 51: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
+	74, // 52: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
+	53, // 53: berth.plugin.v1.TerminalIn.open:type_name -> berth.plugin.v1.TerminalOpen
+	54, // 54: berth.plugin.v1.TerminalIn.resize:type_name -> berth.plugin.v1.WindowSize
+	24, // 55: berth.plugin.v1.TerminalOut.resize_ack:type_name -> berth.plugin.v1.ErrorReply
+	38, // 56: berth.plugin.v1.TerminalOut.exit:type_name -> berth.plugin.v1.ExecReply
+	0,  // 57: berth.plugin.v1.TerminalOut.error:type_name -> berth.plugin.v1.Error
+	57, // 58: berth.plugin.v1.PutArchiveIn.start:type_name -> berth.plugin.v1.PutArchiveStart
+	0,  // 59: berth.plugin.v1.GetArchiveOut.error:type_name -> berth.plugin.v1.Error
+	62, // 60: berth.plugin.v1.ReadDirReply.entries:type_name -> berth.plugin.v1.FileInfo
+	0,  // 61: berth.plugin.v1.ReadDirReply.error:type_name -> berth.plugin.v1.Error
+	7,  // 62: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
+	2,  // 63: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
+	12, // 64: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
+	9,  // 65: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 66: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 67: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 68: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 69: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 70: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
+	31, // 71: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
+	36, // 72: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
+	37, // 73: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
+	47, // 74: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
+	39, // 75: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
+	42, // 76: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
+	45, // 77: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
+	55, // 78: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
+	58, // 79: berth.plugin.v1.Driver.PutArchive:input_type -> berth.plugin.v1.PutArchiveIn
+	59, // 80: berth.plugin.v1.Driver.GetArchive:input_type -> berth.plugin.v1.GetArchiveRequest
+	61, // 81: berth.plugin.v1.Driver.ReadDir:input_type -> berth.plugin.v1.ReadDirRequest
+	50, // 82: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
+	51, // 83: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
+	52, // 84: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
+	9,  // 85: berth.plugin.v1.Driver.RunnerArch:input_type -> berth.plugin.v1.ConfigRequest
+	21, // 86: berth.plugin.v1.Driver.ListImages:input_type -> berth.plugin.v1.ListImagesRequest
+	14, // 87: berth.plugin.v1.Driver.HostRunner:input_type -> berth.plugin.v1.HostRunnerRequest
+	17, // 88: berth.plugin.v1.Driver.RunnerLaunch:input_type -> berth.plugin.v1.RunnerLaunchRequest
+	18, // 89: berth.plugin.v1.Driver.RunnerLogTail:input_type -> berth.plugin.v1.RunnerLogTailRequest
+	16, // 90: berth.plugin.v1.Driver.RunnerClose:input_type -> berth.plugin.v1.RunnerIngressRequest
+	13, // 91: berth.plugin.v1.RunnerBridge.Connect:input_type -> berth.plugin.v1.Chunk
+	20, // 92: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
+	24, // 93: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
+	25, // 94: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
+	26, // 95: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
+	27, // 96: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
+	25, // 97: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
+	24, // 98: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
+	34, // 99: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
+	35, // 100: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
+	38, // 101: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
+	49, // 102: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
+	41, // 103: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
+	44, // 104: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
+	41, // 105: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
+	56, // 106: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
+	24, // 107: berth.plugin.v1.Driver.PutArchive:output_type -> berth.plugin.v1.ErrorReply
+	60, // 108: berth.plugin.v1.Driver.GetArchive:output_type -> berth.plugin.v1.GetArchiveOut
+	63, // 109: berth.plugin.v1.Driver.ReadDir:output_type -> berth.plugin.v1.ReadDirReply
+	25, // 110: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
+	25, // 111: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
+	41, // 112: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
+	25, // 113: berth.plugin.v1.Driver.RunnerArch:output_type -> berth.plugin.v1.TextReply
+	23, // 114: berth.plugin.v1.Driver.ListImages:output_type -> berth.plugin.v1.ListImagesReply
+	15, // 115: berth.plugin.v1.Driver.HostRunner:output_type -> berth.plugin.v1.HostRunnerReply
+	24, // 116: berth.plugin.v1.Driver.RunnerLaunch:output_type -> berth.plugin.v1.ErrorReply
+	19, // 117: berth.plugin.v1.Driver.RunnerLogTail:output_type -> berth.plugin.v1.RunnerLogTailReply
+	24, // 118: berth.plugin.v1.Driver.RunnerClose:output_type -> berth.plugin.v1.ErrorReply
+	13, // 119: berth.plugin.v1.RunnerBridge.Connect:output_type -> berth.plugin.v1.Chunk
+	92, // [92:120] is the sub-list for method output_type
+	64, // [64:92] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -4816,22 +5032,22 @@ func file_driver_proto_init() {
 		(*SecretValue_Text)(nil),
 		(*SecretValue_Ref)(nil),
 	}
-	file_driver_proto_msgTypes[28].OneofWrappers = []any{
+	file_driver_proto_msgTypes[31].OneofWrappers = []any{
 		(*AcquireIn_Start)(nil),
 		(*AcquireIn_AllocatedAck)(nil),
 	}
-	file_driver_proto_msgTypes[31].OneofWrappers = []any{
+	file_driver_proto_msgTypes[34].OneofWrappers = []any{
 		(*AcquireOut_Allocated)(nil),
 		(*AcquireOut_Acquired)(nil),
 		(*AcquireOut_Error)(nil),
 	}
-	file_driver_proto_msgTypes[44].OneofWrappers = []any{
+	file_driver_proto_msgTypes[47].OneofWrappers = []any{
 		(*StartIn_Start)(nil),
 		(*StartIn_Stdin)(nil),
 		(*StartIn_CloseStdin)(nil),
 		(*StartIn_Signal)(nil),
 	}
-	file_driver_proto_msgTypes[46].OneofWrappers = []any{
+	file_driver_proto_msgTypes[49].OneofWrappers = []any{
 		(*StartOut_Started)(nil),
 		(*StartOut_Stdout)(nil),
 		(*StartOut_Stderr)(nil),
@@ -4839,24 +5055,24 @@ func file_driver_proto_init() {
 		(*StartOut_Exit)(nil),
 		(*StartOut_Error)(nil),
 	}
-	file_driver_proto_msgTypes[52].OneofWrappers = []any{
+	file_driver_proto_msgTypes[55].OneofWrappers = []any{
 		(*TerminalIn_Open)(nil),
 		(*TerminalIn_Input)(nil),
 		(*TerminalIn_Resize)(nil),
 		(*TerminalIn_Close)(nil),
 	}
-	file_driver_proto_msgTypes[53].OneofWrappers = []any{
+	file_driver_proto_msgTypes[56].OneofWrappers = []any{
 		(*TerminalOut_Opened)(nil),
 		(*TerminalOut_Output)(nil),
 		(*TerminalOut_ResizeAck)(nil),
 		(*TerminalOut_Exit)(nil),
 		(*TerminalOut_Error)(nil),
 	}
-	file_driver_proto_msgTypes[55].OneofWrappers = []any{
+	file_driver_proto_msgTypes[58].OneofWrappers = []any{
 		(*PutArchiveIn_Start)(nil),
 		(*PutArchiveIn_Data)(nil),
 	}
-	file_driver_proto_msgTypes[57].OneofWrappers = []any{
+	file_driver_proto_msgTypes[60].OneofWrappers = []any{
 		(*GetArchiveOut_Data)(nil),
 		(*GetArchiveOut_Error)(nil),
 	}
@@ -4866,7 +5082,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   72,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -10,7 +10,7 @@
 // callback), bounded exec, streaming exec with stdin and signals, release
 // with its receipt, list by labels, destroy by id, resume and provider
 // health, image identity, capture, template delete, the terminal, files,
-// the runner's architecture and the runner ingress (its connections
+// the runner's architecture, the provider's images and the runner ingress (its connections
 // bridged through go-plugin's broker: service RunnerBridge). A plugin
 // declares what its driver implements and nothing else: declared is
 // implemented.
@@ -61,6 +61,7 @@ const (
 	Driver_Capture_FullMethodName        = "/berth.plugin.v1.Driver/Capture"
 	Driver_DeleteTemplate_FullMethodName = "/berth.plugin.v1.Driver/DeleteTemplate"
 	Driver_RunnerArch_FullMethodName     = "/berth.plugin.v1.Driver/RunnerArch"
+	Driver_ListImages_FullMethodName     = "/berth.plugin.v1.Driver/ListImages"
 	Driver_HostRunner_FullMethodName     = "/berth.plugin.v1.Driver/HostRunner"
 	Driver_RunnerLaunch_FullMethodName   = "/berth.plugin.v1.Driver/RunnerLaunch"
 	Driver_RunnerLogTail_FullMethodName  = "/berth.plugin.v1.Driver/RunnerLogTail"
@@ -140,6 +141,12 @@ type DriverClient interface {
 	// RunnerArch returns the GOARCH of the runners the driver would host
 	// for a config (a driver that reports it: Description.arch).
 	RunnerArch(ctx context.Context, in *ConfigRequest, opts ...grpc.CallOption) (*TextReply, error)
+	// ListImages lists the images the provider of a config keeps whose name
+	// contains match, for an operator to pick from (a driver that lists
+	// them: Description.images). It is additive within version 1: a host
+	// calls it only when the description says images, which a plugin built
+	// before it never says, and a host built before it ignores.
+	ListImages(ctx context.Context, in *ListImagesRequest, opts ...grpc.CallOption) (*ListImagesReply, error)
 	// HostRunner installs the runner in a sandbox and opens its ingress. The
 	// host serves RunnerBridge on go-plugin's broker at broker_id before the
 	// call; the plugin dials it and carries each connection its ingress
@@ -401,6 +408,16 @@ func (c *driverClient) RunnerArch(ctx context.Context, in *ConfigRequest, opts .
 	return out, nil
 }
 
+func (c *driverClient) ListImages(ctx context.Context, in *ListImagesRequest, opts ...grpc.CallOption) (*ListImagesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListImagesReply)
+	err := c.cc.Invoke(ctx, Driver_ListImages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *driverClient) HostRunner(ctx context.Context, in *HostRunnerRequest, opts ...grpc.CallOption) (*HostRunnerReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HostRunnerReply)
@@ -514,6 +531,12 @@ type DriverServer interface {
 	// RunnerArch returns the GOARCH of the runners the driver would host
 	// for a config (a driver that reports it: Description.arch).
 	RunnerArch(context.Context, *ConfigRequest) (*TextReply, error)
+	// ListImages lists the images the provider of a config keeps whose name
+	// contains match, for an operator to pick from (a driver that lists
+	// them: Description.images). It is additive within version 1: a host
+	// calls it only when the description says images, which a plugin built
+	// before it never says, and a host built before it ignores.
+	ListImages(context.Context, *ListImagesRequest) (*ListImagesReply, error)
 	// HostRunner installs the runner in a sandbox and opens its ingress. The
 	// host serves RunnerBridge on go-plugin's broker at broker_id before the
 	// call; the plugin dials it and carries each connection its ingress
@@ -599,6 +622,9 @@ func (UnimplementedDriverServer) DeleteTemplate(context.Context, *DeleteTemplate
 }
 func (UnimplementedDriverServer) RunnerArch(context.Context, *ConfigRequest) (*TextReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method RunnerArch not implemented")
+}
+func (UnimplementedDriverServer) ListImages(context.Context, *ListImagesRequest) (*ListImagesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListImages not implemented")
 }
 func (UnimplementedDriverServer) HostRunner(context.Context, *HostRunnerRequest) (*HostRunnerReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method HostRunner not implemented")
@@ -978,6 +1004,24 @@ func _Driver_RunnerArch_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_ListImages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListImagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).ListImages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_ListImages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).ListImages(ctx, req.(*ListImagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Driver_HostRunner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HostRunnerRequest)
 	if err := dec(in); err != nil {
@@ -1124,6 +1168,10 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RunnerArch",
 			Handler:    _Driver_RunnerArch_Handler,
+		},
+		{
+			MethodName: "ListImages",
+			Handler:    _Driver_ListImages_Handler,
 		},
 		{
 			MethodName: "HostRunner",
