@@ -117,7 +117,7 @@ type benchScale struct {
 
 var (
 	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30, treeFiles: 10000, fileRounds: 5, treeBytes: 100 << 20, runscRounds: 5, pluginRounds: 20, pluginStreams: 5, pluginCalls: 200, pluginStreamBytes: 64 << 20}
-	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, fileRounds: 1, treeBytes: 5 << 20, runscRounds: 1, pluginRounds: 3, pluginStreams: 1, pluginCalls: 50, pluginStreamBytes: 8 << 20}
+	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, fileRounds: 1, treeBytes: 5 << 20, runscRounds: 1, pluginRounds: 3, pluginStreams: 1, pluginCalls: 50, pluginStreamBytes: 2 << 20}
 )
 
 // pinsAtOnce is how many pins of one tag the pins workload starts at once.
@@ -136,7 +136,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 	fs.Usage = func() { fmt.Fprint(g.stderr, benchUsage); fs.PrintDefaults() }
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON object per row")
 	only := fs.String("only", "", "comma-separated workloads: "+strings.Join(benchWorkloads, ","))
-	quick := fs.Bool("quick", false, "a short run: fewer iterations, a 32 MiB stream (the plugin's: 8 MiB), a 5 MiB tree of 500 files put once")
+	quick := fs.Bool("quick", false, "a short run: fewer iterations, a 32 MiB stream (the plugin's: 2 MiB), a 5 MiB tree of 500 files put once")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -237,7 +237,7 @@ func TestBenchRunscRows(t *testing.T) {
 }
 
 // TestBenchPluginRows runs the plugin rows at the quick scale (three
-// execs a side, one 8 MiB stream, three rounds of 50 fake calls): the
+// execs a side, one 2 MiB stream, three rounds of 50 fake calls): the
 // Docker driver through its plugin vs compiled in, in ms and MB/s, and the
 // boundary's cost per call in µs (skipped without a Docker engine unless
 // BERTH_REQUIRE_REAL=1). The workload itself fails when a stream lost a
@@ -250,7 +250,7 @@ func TestBenchPluginRows(t *testing.T) {
 	rows := benchRows(t, out)
 	want := []struct{ prefix, anchor, unit string }{
 		{"plugin-exec: ", "the same exec, the Docker driver compiled in", "ms"},
-		{"plugin-stream: 8 MiB ", "the same stream, the Docker driver compiled in", "MB/s"},
+		{"plugin-stream: 2 MiB ", "the same stream, the Docker driver compiled in", "MB/s"},
 		{"plugin-call: ", "a fake exec, compiled in", "µs"},
 	}
 	if len(rows) != len(want) {

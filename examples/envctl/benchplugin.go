@@ -92,7 +92,7 @@ func (b *bench) loadPlugin(t *benchTB, p plugin.Plugin) drivers.Driver {
 // pluginRows: the Docker driver through its plugin vs compiled in, one
 // sandbox each on the same busybox image: an exec of true (ms, median of
 // pluginRounds), and pluginStreamBytes (64 MiB, as the issue measures it;
-// 8 MiB under --quick) of `head -c N /dev/zero` streamed to a
+// 2 MiB under --quick) of `head -c N /dev/zero` streamed to a
 // counting writer (MB/s, median of pluginStreams; a stream that lost a
 // byte fails the workload); then the fake driver's exec of echo through
 // its plugin minus compiled in, the cost of the boundary itself (µs per
