@@ -19,7 +19,8 @@ import (
 
 // The cost of the boundary itself: one bounded exec of the fake driver
 // (echo, in Go, no process) compiled in and through its plugin. The
-// difference of the two per-op times is the per-call overhead of a plugin.
+// difference of the two per-op times is the per-call overhead of a plugin
+// (envctl bench's plugin-call row, in µs).
 func BenchmarkFakeExec(b *testing.B) {
 	run := func(b *testing.B, d drivers.Driver) {
 		ctx := b.Context()
@@ -44,6 +45,8 @@ func BenchmarkFakeExec(b *testing.B) {
 // engine: a bounded exec (true), and 64 MiB of a streaming exec's output.
 // The issue's targets: exec through the plugin at most 1.1 times the
 // compiled one's time, the stream at least 0.8 times its throughput.
+// `envctl bench --only plugin` alternates the two sides round by round
+// and prints the ratios (docs/benchmarks.md).
 func BenchmarkDocker(b *testing.B) {
 	cli := testenv.Docker(b)
 	reg := testenv.StartRegistry(b, nil)

@@ -72,13 +72,18 @@ default all):
                  from a warm runner pool to its first task, vs that docker
                  run, median of 5; a runner task start vs the same under
                  runc and vs 'docker exec CONTAINER true'
+  plugin         the Docker driver through its plugin (drivers/plugin) vs
+                 compiled in: exec true, median of 20 (plugin-exec), and
+                 64 MiB of a streaming exec's stdout, median of 5
+                 (plugin-stream); the fake's exec through its plugin minus
+                 compiled in, in µs per call (plugin-call)
 It starts what it needs the way berth's tests do (sshd, a loopback
 registry, a busybox test image, the runner built from the module's source)
 and removes it all at the end; a missing component skips its rows.
 `
 
 // benchWorkloads are the workload names of --only, in the order they run.
-var benchWorkloads = []string{"ssh", "docker", "docker-pool", "docker-runner-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas", "files-docker", "files-ssh", "runsc"}
+var benchWorkloads = []string{"ssh", "docker", "docker-pool", "docker-runner-pool", "runner-task", "runner-stream", "pins", "lease", "lease-postgres", "replicas", "files-docker", "files-ssh", "runsc", "plugin"}
 
 // benchRow is one line of the table (one JSON object with --json).
 type benchRow struct {
@@ -103,11 +108,16 @@ type benchScale struct {
 	// runscRounds is how many leases and pooled acquisitions each side of
 	// the runsc rows makes (the median is reported).
 	runscRounds int
+	// pluginRounds is how many execs (and rounds of pluginCalls fake
+	// calls) each side of the plugin rows makes, pluginStreams how many
+	// streams of pluginStreamBytes (the medians are reported).
+	pluginRounds, pluginStreams, pluginCalls int
+	pluginStreamBytes                        int64
 }
 
 var (
-	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30, treeFiles: 10000, fileRounds: 5, treeBytes: 100 << 20, runscRounds: 5}
-	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, fileRounds: 1, treeBytes: 5 << 20, runscRounds: 1}
+	fullScale  = benchScale{probes: 10, execRounds: 3, execs: 100, leases: 10, tasks: 50, pinRounds: 3, poolLeases: 50, streamBytes: 1 << 30, treeFiles: 10000, fileRounds: 5, treeBytes: 100 << 20, runscRounds: 5, pluginRounds: 20, pluginStreams: 5, pluginCalls: 200, pluginStreamBytes: 64 << 20}
+	quickScale = benchScale{probes: 2, execRounds: 1, execs: 20, leases: 2, tasks: 5, pinRounds: 1, poolLeases: 5, streamBytes: 32 << 20, treeFiles: 500, fileRounds: 1, treeBytes: 5 << 20, runscRounds: 1, pluginRounds: 3, pluginStreams: 1, pluginCalls: 50, pluginStreamBytes: 2 << 20}
 )
 
 // pinsAtOnce is how many pins of one tag the pins workload starts at once.
@@ -126,7 +136,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 	fs.Usage = func() { fmt.Fprint(g.stderr, benchUsage); fs.PrintDefaults() }
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON object per row")
 	only := fs.String("only", "", "comma-separated workloads: "+strings.Join(benchWorkloads, ","))
-	quick := fs.Bool("quick", false, "a short run: fewer iterations, a 32 MiB stream, a 5 MiB tree of 500 files put once")
+	quick := fs.Bool("quick", false, "a short run: fewer iterations, a 32 MiB stream (the plugin's: 2 MiB), a 5 MiB tree of 500 files put once")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -166,7 +176,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 	workloads := map[string]func(*benchTB) []benchRow{
 		"ssh": b.sshRows, "docker": b.dockerRow, "docker-pool": b.dockerPoolRows, "docker-runner-pool": b.dockerRunnerPoolRows, "runner-task": b.runnerTaskRow, "runner-stream": b.runnerStreamRow, "pins": b.pinsRow,
 		"lease": b.leaseRows, "lease-postgres": b.leasePostgresRow, "replicas": b.replicaRows,
-		"files-docker": b.filesDockerRow, "files-ssh": b.filesSSHRows, "runsc": b.runscRows,
+		"files-docker": b.filesDockerRow, "files-ssh": b.filesSSHRows, "runsc": b.runscRows, "plugin": b.pluginRows,
 	}
 	// The rows each workload produces, named for a skip or a failure.
 	planned := map[string][]benchRow{
@@ -210,6 +220,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 			{Workload: fmt.Sprintf("runner task start (true) under runsc, median of %d", b.scale.tasks), Anchor: "docker exec CONTAINER true (runsc)", Unit: "ms"},
 		},
 	}
+	planned["plugin"] = b.pluginPlanned()
 	b.addLoadRows(workloads, planned)
 	var failures []error
 	for _, w := range selected {

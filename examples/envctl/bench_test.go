@@ -235,3 +235,37 @@ func TestBenchRunscRows(t *testing.T) {
 		checkMeasured(t, r)
 	}
 }
+
+// TestBenchPluginRows runs the plugin rows at the quick scale (three
+// execs a side, one 2 MiB stream, three rounds of 50 fake calls): the
+// Docker driver through its plugin vs compiled in, in ms and MB/s, and the
+// boundary's cost per call in µs (skipped without a Docker engine unless
+// BERTH_REQUIRE_REAL=1). The workload itself fails when a stream lost a
+// byte or a fake exec answered wrong.
+func TestBenchPluginRows(t *testing.T) {
+	out, errOut, err := runCLI(t, "", "bench", "--quick", "--json", "--only", "plugin")
+	if err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	rows := benchRows(t, out)
+	want := []struct{ prefix, anchor, unit string }{
+		{"plugin-exec: ", "the same exec, the Docker driver compiled in", "ms"},
+		{"plugin-stream: 2 MiB ", "the same stream, the Docker driver compiled in", "MB/s"},
+		{"plugin-call: ", "a fake exec, compiled in", "µs"},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("bench --only plugin printed %d rows, want %d:\n%s", len(rows), len(want), out)
+	}
+	for i, r := range rows {
+		if !strings.HasPrefix(r.Workload, want[i].prefix) || r.Anchor != want[i].anchor || r.Unit != want[i].unit {
+			t.Errorf("row %d: %+v, want %q... against %q in %s", i, r, want[i].prefix, want[i].anchor, want[i].unit)
+		}
+		if r.Skipped != "" {
+			if testenv.RequireReal() {
+				t.Errorf("row %q skipped under BERTH_REQUIRE_REAL=1: %s", r.Workload, r.Skipped)
+			}
+			continue
+		}
+		checkMeasured(t, r)
+	}
+}
