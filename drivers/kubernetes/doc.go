@@ -89,11 +89,10 @@
 // proxies to the kubelet as it is, falling back to WebSocket) takes an
 // argv only; an exec whose stream breaks before its status is
 // drivers.ErrTransient. Each command runs as
-// "env BERTH_EXEC_ID=<id> sh -c WRAPPER DIR HASENV ARGV...": the wrapper
-// reads the environment from standard input (NAME=VALUE lines, escaped,
-// ended by an empty line), changes to the directory and execs the
-// command, whose stdin then continues with Command.Stdin. stdout and
-// stderr stay apart; the exit status comes from the exec's status.
+// "env BERTH_EXEC_ID=<id> sh -c WRAPPER DIR HASENV NONCE ARGV...": the
+// wrapper reads the environment from standard input (NAME=VALUE lines,
+// escaped, ended by an empty line) and changes to the directory. stdout
+// and stderr stay apart; the exit status comes from the exec's status.
 // Signals and cancellation run a second exec that signals every process
 // carrying the marker and the groups they lead, as the Docker driver
 // does; a cancellation repeats it until none is left and the stream has
@@ -101,13 +100,20 @@
 // the files tar, cat, stat, readlink, dirname and basename, and for the
 // runner sha256sum.
 //
-// A limit: the exec can lose the end of a command's output when the
-// command exits (see Files below), its status a success. The files and
-// the runner's streams prove their ends; a command's output through Exec
-// or Start does not yet, so a command whose output must arrive whole
-// writes it to a file that GetArchive reads, or runs as a task through
-// the runner. It was seen with 64 MiB archives under load, not with the
-// suite's short outputs.
+// The exec can lose the end of a command's output when the command exits
+// (see Files below), its status a success. So a command without
+// Command.Stdin runs as the wrapper's child (its stdin /dev/null), and the
+// wrapper proves the end: once the command has exited it writes an end
+// mark (a NUL-framed nonce) to stdout and to stderr, and exits with the
+// command's status only after the driver, having read both marks, closes
+// the exec's stdin. The marks never reach the caller; an exec that ends
+// without them (a cut stream, or a task that killed its wrapper) returns
+// its result with an error wrapping drivers.ErrTransient: the command ran,
+// its output may lack its end. The wrapper catches the signals
+// Process.Signal sends and exits after the command. A command with
+// Command.Stdin is exec'd in the wrapper's place and its stdin continues
+// the exec's: its output's end is not proven (the files and the runner's
+// streams prove theirs in-band).
 //
 // The terminal is a TTY exec with resize; with an environment to send it
 // turns the TTY's echo off (stty) before reading it, so that no value is

@@ -28,31 +28,43 @@ import (
 // How commands run. The API server's exec takes an argv and nothing else:
 // no environment, no working directory, no kill. Every command runs as
 //
-//	env BERTH_EXEC_ID=<random id> sh -c WRAPPER berth-exec DIR HASENV ARGV...
+//	env BERTH_EXEC_ID=<random id> sh -c WRAPPER berth-exec DIR HASENV NONCE ARGV...
 //
 // env puts the marker in the wrapper's environment from its start, and
 // every descendant inherits it; the wrapper reads the command's
 // environment from its standard input when HASENV is 1 (one NAME=VALUE
 // line each, the value escaped for printf %b, ended by an empty line:
 // the values, secrets among them, never appear in an exec request's URL,
-// which the API server's audit log may keep), changes to DIR and execs the
-// command in its own place. runc starts each exec'd process as the leader
-// of its own session and process group, so the command leads its group.
-// Signals and cancellation run a second exec that sends the signal to
-// every process carrying the marker and to the group each leads; a
-// cancellation repeats the kill until none is left and the exec's stream
-// has ended. The image needs env, sh, grep and kill.
+// which the API server's audit log may keep) and changes to DIR. A
+// command with stdin of its own (NONCE empty) is then exec'd in the
+// wrapper's place; runc starts each exec'd process as the leader of its
+// own session and process group, so the command leads its group. A
+// command without (NONCE set) runs as the wrapper's child, its stdin
+// /dev/null, and the wrapper proves the end of its output (endmark.go):
+// it writes the end mark to both streams and exits with the command's
+// status only once the host, having read both marks, has closed its
+// stdin. The wrapper catches the signals Process.Signal sends (they reach
+// the command) and exits after it. Signals and cancellation run a second
+// exec that sends the signal to every process carrying the marker and to
+// the group each leads; a cancellation repeats the kill until none is
+// left and the exec's stream has ended. The image needs env, sh, grep and
+// kill.
 const (
 	markerEnv = "BERTH_EXEC_ID"
 
 	// wrapperScript: $1 the directory, $2 "1" when the environment
-	// follows on stdin.
-	wrapperScript = `d=$1; e=$2; shift 2
+	// follows on stdin, $3 the end mark's nonce ("": the command has stdin
+	// of its own and is exec'd).
+	wrapperScript = `d=$1; e=$2; m=$3; shift 3
 if [ "$e" = 1 ]; then
 while IFS= read -r l && [ -n "$l" ]; do v=$(printf '%bx' "${l#*=}"); export "${l%%=*}=${v%x}"; done
 fi
-cd -- "$d" || exit 126
-exec "$@"`
+if [ -z "$m" ]; then cd -- "$d" || exit 126; exec "$@"; fi
+trap : HUP INT QUIT TERM USR1 USR2
+if cd -- "$d"; then "$@" </dev/null; s=$?; else s=126; fi
+printf '\000berth-exec-end-%s\000' "$m"; printf '\000berth-exec-end-%s\000' "$m" >&2
+while read -r l; do :; done
+exit $s`
 
 	// killScript: $1 is the signal, $2 the marker id. It prints how many
 	// marked processes it found.
@@ -221,19 +233,32 @@ func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr
 	if preamble != nil {
 		hasEnv = "1"
 	}
-	argv := append([]string{"env", markerEnv + "=" + marker, "sh", "-c", wrapperScript, "berth-exec", dir, hasEnv}, cmd.Argv...)
-	withStdin := preamble != nil || cmd.Stdin != nil
+	// A command without stdin of its own proves the end of its output
+	// (endmark.go); the exec's stdin then carries the host's answer.
+	var nonce string
+	if cmd.Stdin == nil {
+		nonce = randomHex(8)
+	}
+	argv := append([]string{"env", markerEnv + "=" + marker, "sh", "-c", wrapperScript, "berth-exec", dir, hasEnv, nonce}, cmd.Argv...)
+	withStdin := preamble != nil || cmd.Stdin != nil || nonce != ""
 	ex, err := s.executor(argv, withStdin, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: exec: %w", s.target(), err)
 	}
 	p := &process{s: s, marker: marker, started: time.Now(), done: make(chan struct{}), finished: make(chan struct{})}
+	if nonce != "" {
+		p.marks = make(chan struct{})
+		mark := endMark(nonce)
+		p.stdout = newEndWriter(stdout, mark, p.markArrived)
+		p.stderr = newEndWriter(stderr, mark, p.markArrived)
+		stdout, stderr = p.stdout, p.stderr
+	}
 	opts := remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr}
 	if withStdin {
 		pr, pw := io.Pipe()
-		p.stdin = pr
+		p.stdin = pw
 		opts.Stdin = pr
-		go feedStdin(pw, preamble, cmd.Stdin, p.finished)
+		go feedStdin(pw, preamble, cmd.Stdin, p.marks, p.finished)
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.cancelStream = cancel
@@ -246,16 +271,24 @@ func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr
 }
 
 // feedStdin writes the preamble, then copies src (if any) to pw until it
-// ends or the process does (driverkit.CopyStdin), then closes pw.
-func feedStdin(pw *io.PipeWriter, preamble []byte, src io.Reader, ended <-chan struct{}) {
+// ends or the process does (driverkit.CopyStdin), then closes pw. With no
+// src, it closes pw after the preamble, or, when marks is not nil, once
+// both end marks have arrived or the process has ended.
+func feedStdin(pw *io.PipeWriter, preamble []byte, src io.Reader, marks, ended <-chan struct{}) {
 	if len(preamble) > 0 {
 		_, _ = pw.Write(preamble)
 	}
-	if src == nil {
-		_ = pw.Close()
+	if src != nil {
+		driverkit.CopyStdin(pw, src, ended)
 		return
 	}
-	driverkit.CopyStdin(pw, src, ended)
+	if marks != nil {
+		select {
+		case <-marks:
+		case <-ended:
+		}
+	}
+	_ = pw.Close()
 }
 
 // process is one exec started by start. Its outcome is decided by run, the
@@ -264,7 +297,7 @@ type process struct {
 	s            *sandbox
 	marker       string
 	started      time.Time
-	stdin        *io.PipeReader // nil: no stdin attached
+	stdin        *io.PipeWriter // the exec's stdin, written by feedStdin; nil: none attached
 	cancelStream context.CancelFunc
 	done         chan struct{} // the exec's stream ended
 	streamErr    error
@@ -274,6 +307,20 @@ type process struct {
 	err      error
 
 	signalled atomic.Value // last signal name sent by Signal
+
+	// The end marks (endmark.go), for a command without stdin of its
+	// own: stdout and stderr swallow them, and marks is closed once both
+	// have arrived. All nil otherwise.
+	stdout, stderr *endWriter
+	marks          chan struct{}
+	markCount      atomic.Int32
+}
+
+// markArrived counts an end mark; the second closes marks.
+func (p *process) markArrived() {
+	if p.markCount.Add(1) == 2 {
+		close(p.marks)
+	}
 }
 
 // run decides the outcome: the exit status once the stream ended, or,
@@ -284,14 +331,19 @@ func (p *process) run(ctx context.Context) {
 	defer p.cancelStream()
 	p.res, p.err = p.outcome(ctx)
 	if p.stdin != nil {
-		// Ends client-go's copy of stdin, which would wait on for input.
-		p.stdin.CloseWithError(io.EOF)
+		// Ends client-go's copy of stdin, which would wait on for input:
+		// it reads an end, not an error (which it would log).
+		p.stdin.Close()
 	}
 }
 
 func (p *process) outcome(ctx context.Context) (*drivers.Result, error) {
 	select {
 	case <-p.done:
+		if p.marks != nil {
+			p.stdout.flush()
+			p.stderr.flush()
+		}
 		return p.exited()
 	case <-ctx.Done():
 	}
@@ -299,7 +351,7 @@ func (p *process) outcome(ctx context.Context) (*drivers.Result, error) {
 		// A command that reads its stdin to the end (a relay) ends on
 		// its own; one the kill cannot see (a non-dumpable process, whose
 		// environ a capability-less root cannot read) ends so.
-		p.stdin.CloseWithError(io.EOF)
+		p.stdin.Close()
 	}
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -324,8 +376,16 @@ func (p *process) exited() (*drivers.Result, error) {
 		}
 		res.ExitCode = ce.Code
 	}
-	if sig, _ := p.signalled.Load().(string); sig != "" && res.ExitCode == 128+signalNumbers[sig] {
+	sig, _ := p.signalled.Load().(string)
+	if sig != "" && res.ExitCode == 128+signalNumbers[sig] {
 		res.ExitCode, res.Signal = -1, sig
+	}
+	if p.marks != nil && sig != "KILL" && !(p.stdout.marked() && p.stderr.marked()) {
+		// The wrapper exits only after the host's answer to both marks:
+		// without them, the stream was cut (or the task killed its
+		// wrapper), and what arrived may lack its end.
+		return res, fmt.Errorf("%s: exec: the command ended (exit status %d), but the end of its output did not arrive, so the output may be incomplete: %w",
+			p.s.target(), res.ExitCode, drivers.ErrTransient)
 	}
 	return res, nil
 }
@@ -414,10 +474,11 @@ func (p *process) Signal(ctx context.Context, sig string) error {
 }
 
 // CloseStdin closes the command's standard input (a no-op when it had
-// none).
+// none: its stdin is /dev/null, and the exec's carries the answer to the
+// end marks).
 func (p *process) CloseStdin() error {
-	if p.stdin != nil {
-		p.stdin.CloseWithError(io.EOF)
+	if p.stdin != nil && p.marks == nil {
+		p.stdin.Close()
 	}
 	return nil
 }

@@ -204,3 +204,43 @@ func (e *env) roleKubeconfig(t *testing.T, ctx context.Context, rules []rbacv1.P
 	}
 	return rewriteKubeconfig(e.kube, "", tr.Status.Token)
 }
+
+// A command's output through Exec and Start arrives whole, proven by the
+// wrapper's end marks (which never reach the caller), and a stream whose
+// marks never come is an error wrapping ErrTransient, not a success: here
+// the task kills its wrapper, as a cut stream would leave it.
+func TestExecOutputEndIsProven(t *testing.T) {
+	t.Parallel() // one shared cluster; each test has a namespace of its own
+	e := newEnv(t)
+	ctx := testCtx(t)
+	sb := e.acquire(t, ctx, e.config(t, nil), drivers.AcquireRequest{LeaseID: "lease-endmark"})
+
+	const size = 8 << 20
+	res, err := sb.Exec(ctx, drivers.Command{OutputLimit: 2 * size, Argv: []string{"sh", "-c",
+		fmt.Sprintf("head -c %d /dev/zero; head -c %d /dev/zero | tr '\\000' e >&2; exit 3", size, size/2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stdout) != size || bytes.Count(res.Stdout, []byte{0}) != size || len(res.Stderr) != size/2 ||
+		bytes.Count(res.Stderr, []byte("e")) != size/2 || res.ExitCode != 3 || res.Truncated {
+		t.Fatalf("Exec: %d bytes of stdout, %d of stderr, exit %d, truncated %v; want %d zeros, %d e's, exit 3",
+			len(res.Stdout), len(res.Stderr), res.ExitCode, res.Truncated, size, size/2)
+	}
+
+	var out bytes.Buffer
+	p, err := sb.(drivers.StreamExecer).Start(ctx, drivers.Command{Argv: []string{"printf", "a\\000b"}}, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 || out.String() != "a\x00b" {
+		t.Fatalf("Start: %q, %+v, %v; want %q, exit 0", out.String(), res, err, "a\x00b")
+	}
+
+	res, err = sb.Exec(ctx, drivers.Command{Argv: []string{"sh", "-c", "echo before; kill -KILL $PPID"}})
+	if !errors.Is(err, drivers.ErrTransient) || !strings.Contains(fmt.Sprint(err), "did not arrive") {
+		t.Fatalf("Exec whose wrapper was killed: %+v, %v; want an error wrapping ErrTransient", res, err)
+	}
+	if res == nil || string(res.Stdout) != "before\n" {
+		t.Fatalf("Exec whose wrapper was killed: result %+v; want the output that arrived", res)
+	}
+}

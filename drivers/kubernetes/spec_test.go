@@ -228,17 +228,37 @@ func TestEnvPreambleRoundTripsThroughSh(t *testing.T) {
 			t.Fatalf("test value %q appears in the script", env[k])
 		}
 	}
-	cmd := exec.Command(sh, "-c", wrapperScript, "berth-exec", "/", "1", "sh", "-c", `printf '%s\0' "$A" "$B" "$C" "$D" "$E"; cat`)
+	argv := []string{"sh", "-c", `printf '%s\0' "$A" "$B" "$C" "$D" "$E"; cat; exit 5`}
+	// A command with stdin of its own (no nonce) is exec'd and reads what
+	// follows the preamble.
+	cmd := exec.Command(sh, append([]string{"-c", wrapperScript, "berth-exec", "/", "1", ""}, argv...)...)
 	cmd.Stdin = strings.NewReader(string(pre) + "stdin after\n")
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	out, err := cmd.Output()
-	if err != nil {
+	if cmd.ProcessState.ExitCode() != 5 {
 		t.Fatalf("wrapper: %v", err)
 	}
 	got := strings.Split(string(out), "\x00")
 	want := []string{env["A"], env["B"], env["C"], env["D"], env["E"], "stdin after\n"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("values and stdin after the wrapper (-want +got):\n%s", diff)
+	}
+	// One without (a nonce) reads /dev/null; the wrapper ends each stream
+	// with the mark and exits with the command's status once its own
+	// stdin has ended.
+	cmd = exec.Command(sh, append([]string{"-c", wrapperScript, "berth-exec", "/", "1", "n0nce"}, argv...)...)
+	cmd.Stdin = strings.NewReader(string(pre) + "the host's answer\n")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	if cmd.ProcessState.ExitCode() != 5 {
+		t.Fatalf("wrapper with a nonce: %v", err)
+	}
+	mark := string(endMark("n0nce"))
+	want = []string{env["A"], env["B"], env["C"], env["D"], env["E"], ""}
+	if got, ok := strings.CutSuffix(string(out), mark); !ok || cmp.Diff(want, strings.Split(got, "\x00")) != "" || stderr.String() != mark {
+		t.Errorf("wrapper with a nonce: stdout %q, stderr %q; want the values, then the mark %q on each", out, stderr.String(), mark)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -71,7 +70,7 @@ func (s *sandbox) OpenTerminal(ctx context.Context, req drivers.TerminalRequest)
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	t := &terminal{s: s, marker: marker, in: inW, inR: inR, out: outR, started: time.Now(),
+	t := &terminal{s: s, marker: marker, in: inW, out: outR, started: time.Now(),
 		sizes: make(chan remotecommand.TerminalSize, 4), done: make(chan struct{})}
 	rows, cols := req.Rows, req.Cols
 	if rows <= 0 || cols <= 0 {
@@ -132,7 +131,6 @@ type terminal struct {
 	s       *sandbox
 	marker  string
 	in      *io.PipeWriter
-	inR     *io.PipeReader
 	out     *io.PipeReader
 	reader  io.Reader // out, or the handshake's buffered reader of it
 	started time.Time
@@ -213,11 +211,11 @@ func (t *terminal) Close() error {
 			err = p.killVerified(ctx)
 		}
 		t.cancel()
-		t.inR.CloseWithError(io.EOF)
+		// client-go's copy of the input reads an end, not an error
+		// (which it would log); a Write still waiting returns
+		// io.ErrClosedPipe.
+		t.in.Close()
 		<-t.done
-		if errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
 		return err
 	})
 }
