@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
@@ -55,7 +57,10 @@ func (s *sandbox) Release(ctx context.Context, d drivers.Disposition) (drivers.R
 
 // deletePod deletes the pod name (only the one of uid, when given) and
 // reads it back until the API server answers NotFound, or the pod of that
-// name is another one (a new uid).
+// name is another one (a new uid). Between reads it watches the pod, so
+// that the read that proves the deletion follows the pod's last change at
+// once (a watch that cannot be opened, or ends, leaves the reads on their
+// backoff alone); the receipt is always the read's.
 func deletePod(ctx context.Context, c *cluster, ns, name string, uid types.UID) (drivers.Receipt, error) {
 	pods := c.cs.CoreV1().Pods(ns)
 	target := c.target(ns, name)
@@ -73,6 +78,14 @@ func deletePod(ctx context.Context, c *cluster, ns, name string, uid types.UID) 
 	}
 	delay := 50 * time.Millisecond
 	var last *corev1.Pod
+	var events <-chan watch.Event
+	watched := false
+	var w watch.Interface
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
 	for {
 		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 		switch {
@@ -89,8 +102,24 @@ func deletePod(ctx context.Context, c *cluster, ns, name string, uid types.UID) 
 		case ctx.Err() == nil:
 			return drivers.Receipt{ProviderLeaseID: name}, c.apiErr(target, "get pod after delete", err)
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
-			return drivers.Receipt{ProviderLeaseID: name}, stuck(target, ns, name, last, err)
+		if !watched && last != nil {
+			watched = true
+			if w, err = pods.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+				ResourceVersion: last.ResourceVersion}); err == nil {
+				events = w.ResultChan()
+			}
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return drivers.Receipt{ProviderLeaseID: name}, stuck(target, ns, name, last, ctx.Err())
+		case <-t.C:
+		case _, ok := <-events:
+			t.Stop()
+			if !ok {
+				events = nil // the watch ended: the reads' backoff alone
+			}
 		}
 		delay = min(delay*2, 500*time.Millisecond)
 	}
