@@ -108,6 +108,11 @@
 // again and may run again. The proof has no cgroup check yet (no cgroup v2
 // here to test one); the tag scan does not see a process that re-executed
 // itself with a cleared environment, nor processes of other users (a task
-// cannot become another user without a setuid binary). On systems without
-// /proc the tag check cannot run and every proof is incomplete.
+// cannot become another user without a setuid binary). A process whose
+// environment the scan cannot read (a non-dumpable one) and which may be
+// the task's makes the proof incomplete; one whose parent is outside the
+// runner's PID namespace (an exec the container runtime started, such as
+// a second runner) cannot descend from a task and is passed over. On
+// systems without /proc the tag check cannot run and every proof is
+// incomplete.
 package runner

@@ -70,9 +70,10 @@ func listPIDs() ([]int, error) {
 // taggedPIDs returns the live (non-zombie) processes whose environment
 // holds entry (KEY=value). unreadable counts processes whose environment
 // could not be read although they may be the task's: same uid (or we are
-// root) and, when notBefore (the task leader's start in clock ticks after
-// boot) is known, started no earlier than the task. A non-zero count makes
-// the scan inconclusive.
+// root), started by a process of the runner's PID namespace
+// (startedFromOutside) and, when notBefore (the task leader's start in
+// clock ticks after boot) is known, no earlier than the task. A non-zero
+// count makes the scan inconclusive.
 func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err error) {
 	all, err := listPIDs()
 	if err != nil {
@@ -103,7 +104,7 @@ func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err
 			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 				continue // gone while we looked
 			}
-			if mayBeOurs(pid) && startedSince(pid, notBefore) {
+			if mayBeOurs(pid) && startedSince(pid, notBefore) && !startedFromOutside(pid) {
 				unreadable++
 			}
 			continue
@@ -182,6 +183,18 @@ func startedSince(pid int, notBefore uint64) bool {
 	}
 	info, ok, err := readStat(pid)
 	return err != nil || !ok || info.start >= notBefore
+}
+
+// startedFromOutside reports whether pid's parent is outside the runner's
+// PID namespace (ppid 0, and not the namespace's init): a process the
+// container runtime started there (an exec, such as a second runner
+// launched beside this one, non-dumpable as every runner is, or an exec in
+// the runtime's set-up before its execve, non-dumpable until then). A
+// task's process cannot have such a parent: its orphans go to the runner,
+// a subreaper, or to the namespace's init, so the scan need not read it.
+func startedFromOutside(pid int) bool {
+	info, ok, err := readStat(pid)
+	return err == nil && ok && info.ppid == 0 && pid != 1
 }
 
 // pidAlive reports whether pid runs: it exists and is not a zombie (true
