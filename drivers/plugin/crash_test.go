@@ -164,9 +164,11 @@ func TestRestartBacksOff(t *testing.T) {
 	}
 }
 
-// A runner ingress whose plugin is killed is lost with it: its Accept
-// fails with code unavailable instead of waiting for ever, and so does a
-// launch through it.
+// A runner ingress whose plugin is killed is opened again through the
+// new process only where that process resumes the sandbox; the fake's
+// sandboxes die with their process, so its Accept fails with code
+// unavailable, saying why, instead of waiting for ever, and so does a
+// launch through it. (testDockerKillRunner opens one again.)
 func TestKilledPluginEndsItsRunnerIngress(t *testing.T) {
 	p := fakePlugin(t)
 	d := load(t, p)
@@ -190,11 +192,11 @@ func TestKilledPluginEndsItsRunnerIngress(t *testing.T) {
 	killPlugin(t, p.Binary)
 	select {
 	case err := <-accepted:
-		if errcode.Code(err) != errcode.Unavailable || !errors.Is(err, drivers.ErrUnavailable) {
-			t.Errorf("Accept on the ingress of a killed plugin: %v, want unavailable", err)
+		if errcode.Code(err) != errcode.Unavailable || !errors.Is(err, drivers.ErrUnavailable) || !errors.Is(err, errcode.ErrNotFound) {
+			t.Errorf("Accept on the ingress of a killed plugin: %v, want unavailable, the new process not finding the sandbox", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Accept on the ingress of a killed plugin still waits after 5 s")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept on the ingress of a killed plugin still waits after 10 s")
 	}
 	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: "l", Ticket: "t"}); errcode.Code(err) != errcode.Unavailable {
 		t.Errorf("Launch through the killed plugin: %v, want unavailable", err)

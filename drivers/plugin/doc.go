@@ -74,8 +74,13 @@
 // driver that declares reuse), or destroyed by id at its release (one
 // that declares destroy_by_id); List and Destroy by id sweep what a
 // killed acquisition left. A runner ingress ends with its sandbox's
-// release, and is lost with its process: its Accept then fails as
-// unavailable, and HostRunner opens another through the new process (the
-// host does not reopen it by itself yet). A plugin's stderr goes to
+// release. One open when its process dies is opened again through the
+// new process, where the runner in the sandbox finds it: the sandbox is
+// resumed there and its driver opens the ingress at the same endpoint,
+// and Accept goes on returning the runner's connections meanwhile (a
+// controller serving it sees a pause, as on a reconnect). Where that
+// cannot be done (a driver that does not resume, a sandbox gone, a
+// refused handshake, an endpoint that moved, a plugin the host closed)
+// Accept fails as unavailable, saying why. A plugin's stderr goes to
 // Options.Logger, a line at most 1 KiB and 1000 lines per process.
 package plugin

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -210,6 +212,86 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	t.Run("kill -9 during acquire, then a sweep through the new process", func(t *testing.T) { testDockerKillAcquire(t, p, cfg) })
 	t.Run("kill -9 during a stream and during a release", func(t *testing.T) { testDockerKillStreamRelease(t, p, cfg) })
 	t.Run("kill -9 during a terminal and during a sweep", func(t *testing.T) { testDockerKillTerminalSweep(t, p, cfg) })
+	t.Run("kill -9 with a runner reaching the host: its ingress is opened again", func(t *testing.T) { testDockerKillRunner(t, p, cfg) })
+}
+
+// A runner in a container keeps reaching the host after its plugin is
+// killed: the host opens the ingress again through the new process (the
+// container resumed, the socket where the runner looks), and Accept goes
+// on returning the runner's connections without the host opening
+// anything. The host answers each exchange 503, so the real runner keeps
+// retrying, as it does while a controller restarts.
+func testDockerKillRunner(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	bin, sum := testenv.RunnerBinarySum(t)
+	spec := drivers.RunnerSpec{Binary: bin, SHA256: sum}
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: map[string]string{"test.berth/case": "kill-runner"}, Runner: &spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sb.(drivers.RunnerHost).HostRunner(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exchanges atomic.Int64
+	seen := make(chan struct{}, 64)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/exchange") {
+			exchanges.Add(1)
+			select {
+			case seen <- struct{}{}:
+			default:
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"code":"unavailable","message":"the controller restarts"}`)
+	})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(in) }()
+	defer srv.Close()
+	if err := in.Launch(ctx, drivers.RunnerLaunch{Lease: "kill-runner", Ticket: strings.Repeat("ab", 32)}); err != nil {
+		t.Fatal(err)
+	}
+	awaitExchange := func(what string) {
+		t.Helper()
+		select {
+		case <-seen:
+		case err := <-served:
+			t.Fatalf("%s: serving the ingress ended: %v", what, err)
+		case <-time.After(60 * time.Second):
+			tail, _ := in.LogTail(ctx, 2<<10)
+			t.Fatalf("%s: no exchange within 60 s (%d so far); runner log: %s", what, exchanges.Load(), tail)
+		}
+	}
+	awaitExchange("before the kill")
+	killPlugin(t, p.Binary)
+	for len(seen) > 0 { // what the old process bridged before it died
+		<-seen
+	}
+	time.Sleep(300 * time.Millisecond) // the process is gone, and with it what it bridged
+	before := exchanges.Load()
+	awaitExchange("after the kill")
+	t.Logf("%d exchanges before the kill, %d after", before, exchanges.Load()-before)
+	// Calls go to the new process too (the Docker driver reads the log of
+	// a runner launched through its own ingress only, so this one is
+	// empty, as after a host's restart).
+	if _, err := in.LogTail(ctx, 2<<10); err != nil {
+		t.Errorf("LogTail through the new process: %v", err)
+	}
+	var r drivers.Receipt
+	if err := eventually(func() (err error) { r, err = sb.Release(ctx, drivers.Destroy); return err }); err != nil || !r.Proves(sb.ID(), drivers.Destroy) {
+		t.Fatalf("Release: %+v, %v", r, err)
+	}
+	select {
+	case err := <-served:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("serving the ingress ended with %v after the release, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("serving the ingress goes on 10 s after the release")
+	}
 }
 
 // A terminal whose plugin is killed ends with code unavailable; a sweep

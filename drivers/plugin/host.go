@@ -160,6 +160,8 @@ type client struct {
 	crashes   int       // the processes that exited in a row, each within a minute of its start
 	nextStart time.Time // no start before it (backoff after a crash)
 	failed    error     // a refused handshake: every later call fails with it
+
+	closes atomic.Int64 // the calls of Close: an ingress opened before one is not opened again
 }
 
 // Restarts after a crash wait restartBackoff, doubled for each crash in a
@@ -315,13 +317,13 @@ func (c *client) connGen(ctx context.Context) (pluginpb.DriverClient, uint64, er
 }
 
 // callErr returns the error of a call op that failed in transport: the
-// caller's context's error when it ended (or gRPC says it did), else the
-// plugin is unavailable (it crashed or hung up), naming it.
+// caller's context's error when it ended (or gRPC says its deadline
+// passed), else the plugin is unavailable (it crashed or hung up, or its
+// connection was closed: gRPC's code canceled while the caller's context
+// is live), naming it.
 func (c *client) callErr(ctx context.Context, op string, err error) error {
 	cerr := ctx.Err()
 	switch status.Code(err) {
-	case codes.Canceled:
-		cerr = cmp.Or(cerr, context.Canceled)
 	case codes.DeadlineExceeded:
 		cerr = cmp.Or(cerr, context.DeadlineExceeded)
 	}
@@ -361,6 +363,7 @@ func (c *client) Availability() error {
 
 // Close ends the plugin process.
 func (c *client) Close() error {
+	c.closes.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gp != nil {

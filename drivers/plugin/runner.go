@@ -37,7 +37,8 @@ type dispensed struct {
 }
 
 // exitPoll is how often an open runner ingress checks that its plugin
-// process is alive: its Accept fails once it is not.
+// process is alive: it is opened again through the next one once it is
+// not.
 const exitPoll = 200 * time.Millisecond
 
 // runnerSpecToWire and runnerSpecFromWire carry a drivers.RunnerSpec.
@@ -266,44 +267,60 @@ func (a archReporter) RunnerArch(ctx context.Context, cfg config.Config) (string
 type runnerHost struct{ s *sandbox }
 
 // HostRunner opens the ingress in the plugin, its connections bridged to
-// the host over a RunnerBridge served on go-plugin's broker.
+// the host over a RunnerBridge served on go-plugin's broker. When the
+// plugin's process exits while the ingress is open, the ingress is opened
+// again through the new process (see hostIngress.watch).
 func (x runnerHost) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (drivers.RunnerIngress, error) {
 	s := x.s
 	if s.released.Load() {
 		return nil, fmt.Errorf("sandbox %q: host runner: %w", s.id, drivers.ErrReleased)
 	}
-	rpc, handle, err := s.live(ctx)
+	in := &hostIngress{s: s, spec: spec, conns: make(chan net.Conn), closed: make(chan struct{}), dead: make(chan struct{})}
+	b, gp, err := in.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d, ok := rpc.(*dispensed)
-	if !ok || d.broker == nil {
-		return nil, fmt.Errorf("sandbox %q: host runner: the plugin's connection has no broker: %w", s.id, drivers.ErrUnsupported)
-	}
-	id := d.broker.NextId()
-	ln, err := d.broker.Accept(id)
-	if err != nil {
-		return nil, s.c.callErr(ctx, "host runner: broker", err)
-	}
-	in := &hostIngress{s: s, rpc: rpc, conns: make(chan net.Conn), closed: make(chan struct{}), dead: make(chan struct{}),
-		srv: grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))}
-	pluginpb.RegisterRunnerBridgeServer(in.srv, bridgeServer{in: in})
-	go func() { _ = in.srv.Serve(ln) }()
-	r, err := rpc.HostRunner(ctx, &pluginpb.HostRunnerRequest{Handle: handle, Spec: runnerSpecToWire(&spec), BrokerId: id})
-	if err != nil {
-		in.srv.Stop()
-		return nil, s.c.callErr(ctx, "host runner", err)
-	}
-	if err := errorFromWire(s.c.name(), r.GetError()); err != nil {
-		in.srv.Stop()
-		return nil, err
-	}
-	in.id, in.endpoint = r.GetIngress(), r.GetEndpoint()
-	go in.watch(d.gp)
+	in.mu.Lock()
+	in.b, in.endpoint = b, b.endpoint
+	in.mu.Unlock()
+	go in.watch(gp)
 	s.inMu.Lock()
 	s.ingresses = append(s.ingresses, in)
 	s.inMu.Unlock()
 	return in, nil
+}
+
+// open opens the ingress in the running plugin process (resuming the
+// sandbox through it, when it is a new one) with a RunnerBridge served
+// on its broker, and returns the bridge and the process.
+func (in *hostIngress) open(ctx context.Context) (bridge, *goplugin.Client, error) {
+	s := in.s
+	rpc, handle, err := s.live(ctx)
+	if err != nil {
+		return bridge{}, nil, err
+	}
+	d, ok := rpc.(*dispensed)
+	if !ok || d.broker == nil {
+		return bridge{}, nil, fmt.Errorf("sandbox %q: host runner: the plugin's connection has no broker: %w", s.id, drivers.ErrUnsupported)
+	}
+	id := d.broker.NextId()
+	ln, err := d.broker.Accept(id)
+	if err != nil {
+		return bridge{}, nil, s.c.callErr(ctx, "host runner: broker", err)
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
+	pluginpb.RegisterRunnerBridgeServer(srv, bridgeServer{in: in})
+	go func() { _ = srv.Serve(ln) }()
+	r, err := rpc.HostRunner(ctx, &pluginpb.HostRunnerRequest{Handle: handle, Spec: runnerSpecToWire(&in.spec), BrokerId: id})
+	if err != nil {
+		srv.Stop()
+		return bridge{}, nil, s.c.callErr(ctx, "host runner", err)
+	}
+	if err := errorFromWire(s.c.name(), r.GetError()); err != nil {
+		srv.Stop()
+		return bridge{}, nil, err
+	}
+	return bridge{rpc: rpc, id: r.GetIngress(), endpoint: r.GetEndpoint(), srv: srv}, d.gp, nil
 }
 
 // endIngresses ends the sandbox's ingresses on the host once it is
@@ -316,17 +333,35 @@ func (s *sandbox) endIngresses() {
 	for _, in := range ins {
 		in.once.Do(func() {
 			close(in.closed)
-			in.srv.Stop()
+			in.current().srv.Stop()
 		})
 	}
 }
 
-// watch closes dead when the plugin process gp exits before the ingress
-// is closed, and stops the bridge's server.
+// Reopening a runner ingress after its plugin exited waits reopenBackoff
+// between attempts, doubled after each, at most maxReopenBackoff; an
+// attempt has reopenTimeout.
+const (
+	reopenBackoff    = 100 * time.Millisecond
+	maxReopenBackoff = 5 * time.Second
+	reopenTimeout    = time.Minute
+)
+
+// watch follows the plugin process gp of the open ingress. When gp exits
+// before the ingress is closed, it stops the bridge's server and opens
+// the ingress again through the next process (the client starts it, after
+// its crash backoff): the sandbox is resumed through it and its driver
+// opens the ingress where it was, so a runner in the sandbox reconnects
+// and Accept goes on returning its connections. When the ingress cannot
+// be opened again (the driver does not resume, the sandbox is gone, the
+// new process's handshake was refused, the host closed the plugin, or
+// the endpoint moved, so the runner would not find it), Accept fails
+// with code unavailable and the reason.
 func (in *hostIngress) watch(gp *goplugin.Client) {
 	if gp == nil {
 		return
 	}
+	closes := in.s.c.closes.Load()
 	t := time.NewTicker(exitPoll)
 	defer t.Stop()
 	for {
@@ -334,33 +369,123 @@ func (in *hostIngress) watch(gp *goplugin.Client) {
 		case <-in.closed:
 			return
 		case <-t.C:
-			if gp.Exited() {
-				close(in.dead)
-				in.srv.Stop()
+		}
+		if !gp.Exited() {
+			continue
+		}
+		in.current().srv.Stop()
+		var err error
+		if gp, err = in.reopen(closes); err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			in.deadErr = err
+			close(in.dead)
+			return
 		}
 	}
 }
 
+// reopen opens the ingress through the plugin's next process, retrying
+// while the plugin is in its restart backoff or fails in transport, and
+// returns the new process; net.ErrClosed when the ingress was closed
+// meanwhile. closes is the client's count of Close calls when the
+// ingress was opened.
+func (in *hostIngress) reopen(closes int64) (*goplugin.Client, error) {
+	c := in.s.c
+	if !c.caps.Declared.Has(drivers.CapReattach) {
+		return nil, fmt.Errorf("the driver %q does not resume sandboxes (capability %s)", c.name(), drivers.CapReattach)
+	}
+	wait := reopenBackoff
+	for {
+		select {
+		case <-in.closed:
+			return nil, net.ErrClosed
+		default:
+		}
+		if c.closes.Load() != closes {
+			return nil, errors.New("the host closed the plugin")
+		}
+		if in.s.released.Load() {
+			return nil, net.ErrClosed
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), reopenTimeout)
+		b, gp, err := in.open(ctx)
+		cancel()
+		if err == nil {
+			if ep := in.Endpoint(); b.endpoint != ep {
+				in.closeBridge(b)
+				return nil, fmt.Errorf("the new process opened it at %q, not at %q, where the runner looks", b.endpoint, ep)
+			}
+			in.mu.Lock()
+			select {
+			case <-in.closed: // Close or a release came meanwhile: it closed the old bridge only
+				in.mu.Unlock()
+				in.closeBridge(b)
+				return nil, net.ErrClosed
+			default:
+			}
+			in.b = b
+			in.mu.Unlock()
+			return gp, nil
+		}
+		if errcode.Code(err) != errcode.Unavailable || c.Availability() != nil || errors.Is(err, drivers.ErrReleased) {
+			return nil, err
+		}
+		select { // in the restart backoff, or the new process died too
+		case <-in.closed:
+			return nil, net.ErrClosed
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxReopenBackoff)
+	}
+}
+
+// closeBridge closes the ingress of b in the plugin and stops b's server.
+func (in *hostIngress) closeBridge(b bridge) {
+	b.srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = b.rpc.RunnerClose(ctx, &pluginpb.RunnerIngressRequest{Ingress: b.id})
+}
+
 // hostIngress is the host's drivers.RunnerIngress of an ingress in the
-// plugin: Accept returns each bridged connection.
+// plugin: Accept returns each bridged connection, through whichever
+// process of the plugin serves it now.
 type hostIngress struct {
-	s        *sandbox
+	s       *sandbox
+	spec    drivers.RunnerSpec
+	conns   chan net.Conn
+	closed  chan struct{}
+	dead    chan struct{} // closed when the ingress is lost: its plugin exited and it could not be opened again
+	deadErr error         // why, set before dead is closed
+	once    sync.Once
+
+	mu       sync.Mutex
+	b        bridge // the ingress in the current process
+	endpoint string // the endpoint in the sandbox, the same through every process
+}
+
+// bridge is an ingress opened in one process of the plugin: its id there
+// and the RunnerBridge server the host serves for it on the broker.
+type bridge struct {
 	rpc      pluginpb.DriverClient
 	id       uint64
 	endpoint string
-	srv      *grpc.Server // RunnerBridge, on the broker
-	conns    chan net.Conn
-	closed   chan struct{}
-	dead     chan struct{} // closed when the plugin process exited
-	once     sync.Once
+	srv      *grpc.Server
 }
 
-// Accept returns the next connection a runner made to the ingress. Once
-// the plugin's process exited it fails with code unavailable: the
-// ingress is lost with it (HostRunner opens another through the new
-// process).
+// current returns the bridge of the ingress in the current process.
+func (in *hostIngress) current() bridge {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.b
+}
+
+// Accept returns the next connection a runner made to the ingress. When
+// the plugin's process exits, Accept waits while the ingress is opened
+// again through the new one; when that cannot be done it fails with code
+// unavailable, saying why.
 func (in *hostIngress) Accept() (net.Conn, error) {
 	select {
 	case c := <-in.conns:
@@ -368,9 +493,9 @@ func (in *hostIngress) Accept() (net.Conn, error) {
 	case <-in.closed:
 		return nil, fmt.Errorf("runner ingress of sandbox %q: %w", in.s.id, net.ErrClosed)
 	case <-in.dead:
-		return nil, &errcode.Error{Target: "plugin " + in.s.c.p.Binary,
-			Message: fmt.Sprintf("The plugin %s exited: the runner ingress of sandbox %s is lost; open it again.", in.s.c.p.Binary, in.s.id),
-			Err:     fmt.Errorf("runner ingress of sandbox %q: the plugin exited: %w", in.s.id, drivers.ErrUnavailable)}
+		return nil, &errcode.Error{Code: errcode.Unavailable, Target: "plugin " + in.s.c.p.Binary,
+			Message: fmt.Sprintf("The plugin %s exited and the runner ingress of sandbox %s could not be opened again: release the lease, or attach to it again.", in.s.c.p.Binary, in.s.id),
+			Err:     fmt.Errorf("runner ingress of sandbox %q: the plugin exited: %w; opening it again: %w", in.s.id, drivers.ErrUnavailable, in.deadErr)}
 	}
 }
 
@@ -379,11 +504,14 @@ func (in *hostIngress) Accept() (net.Conn, error) {
 func (in *hostIngress) Close() error {
 	var err error
 	in.once.Do(func() {
+		in.mu.Lock()
 		close(in.closed)
-		go in.srv.GracefulStop()
+		b := in.b
+		in.mu.Unlock()
+		go b.srv.GracefulStop()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		r, cerr := in.rpc.RunnerClose(ctx, &pluginpb.RunnerIngressRequest{Ingress: in.id})
+		r, cerr := b.rpc.RunnerClose(ctx, &pluginpb.RunnerIngressRequest{Ingress: b.id})
 		if cerr != nil {
 			err = in.s.c.callErr(ctx, "close the runner ingress", cerr)
 			return
@@ -394,15 +522,20 @@ func (in *hostIngress) Close() error {
 }
 
 // Addr names the ingress by its endpoint in the sandbox.
-func (in *hostIngress) Addr() net.Addr { return bridgeAddr(in.endpoint) }
+func (in *hostIngress) Addr() net.Addr { return bridgeAddr(in.Endpoint()) }
 
 // Endpoint returns the endpoint in the sandbox the plugin's driver gave.
-func (in *hostIngress) Endpoint() string { return in.endpoint }
+func (in *hostIngress) Endpoint() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.endpoint
+}
 
 // Launch starts the runner through the plugin. The ticket crosses the
 // boundary in the call only: neither side logs it.
 func (in *hostIngress) Launch(ctx context.Context, req drivers.RunnerLaunch) error {
-	r, err := in.rpc.RunnerLaunch(ctx, &pluginpb.RunnerLaunchRequest{Ingress: in.id, Lease: req.Lease, Ticket: req.Ticket, Env: req.Env})
+	b := in.current()
+	r, err := b.rpc.RunnerLaunch(ctx, &pluginpb.RunnerLaunchRequest{Ingress: b.id, Lease: req.Lease, Ticket: req.Ticket, Env: req.Env})
 	if err != nil {
 		return in.s.c.callErr(ctx, "launch the runner", err)
 	}
@@ -411,7 +544,8 @@ func (in *hostIngress) Launch(ctx context.Context, req drivers.RunnerLaunch) err
 
 // LogTail returns the runner's log tail, read by the plugin.
 func (in *hostIngress) LogTail(ctx context.Context, limit int) ([]byte, error) {
-	r, err := in.rpc.RunnerLogTail(ctx, &pluginpb.RunnerLogTailRequest{Ingress: in.id, Limit: int64(limit)})
+	b := in.current()
+	r, err := b.rpc.RunnerLogTail(ctx, &pluginpb.RunnerLogTailRequest{Ingress: b.id, Limit: int64(limit)})
 	if err != nil {
 		return nil, in.s.c.callErr(ctx, "runner log", err)
 	}
@@ -437,7 +571,7 @@ type bridgeServer struct {
 func (b bridgeServer) Connect(st pluginpb.RunnerBridge_ConnectServer) error {
 	host, plug := net.Pipe()
 	select {
-	case b.in.conns <- &bridgedConn{Conn: host, addr: bridgeAddr(b.in.endpoint)}:
+	case b.in.conns <- &bridgedConn{Conn: host, addr: b.in.Addr()}:
 	case <-b.in.closed:
 		return errors.New("the runner ingress is closed")
 	case <-st.Context().Done():
