@@ -218,8 +218,9 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 		SecureConfig:     &goplugin.SecureConfig{Checksum: mustHex(c.p.SHA256), Hash: sha256.New()},
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: io.Discard, Level: hclog.Off}),
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage),
-			grpc.MaxCallSendMsgSize(maxMessage)), grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window)},
+		GRPCDialOptions: append(codecDialOptions(), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage),
+			grpc.MaxCallSendMsgSize(maxMessage)), grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window),
+			grpc.WithWriteBufferSize(ioBuffer), grpc.WithReadBufferSize(ioBuffer)),
 	}
 	if c.opts.Logger != nil {
 		cfg.Stderr = newStderrLog(c.opts.Logger, c.p.Binary)

@@ -56,8 +56,9 @@ func runnerSpecFromWire(w *pluginpb.RunnerSpec) *drivers.RunnerSpec {
 	return &drivers.RunnerSpec{Binary: w.GetBinary(), SHA256: w.GetSha256(), Arch: w.GetArch()}
 }
 
-// bridgeChunk bounds one Chunk of a bridged connection: 32 KiB.
-const bridgeChunk = 32 << 10
+// bridgeChunk bounds one Chunk of a bridged connection: 32 KiB less
+// poolFit.
+const bridgeChunk = 32<<10 - poolFit
 
 // --- The plugin's side.
 
@@ -163,7 +164,7 @@ func (s *server) HostRunner(ctx context.Context, r *pluginpb.HostRunnerRequest) 
 	if spec == nil || s.broker == nil {
 		return fail(fmt.Errorf("sandbox %q: host runner: protocol: no runner spec or no broker: %w", sb.ID(), drivers.ErrUnsupported))
 	}
-	conn, err := s.broker.Dial(r.GetBrokerId())
+	conn, err := s.broker.DialWithOptions(r.GetBrokerId(), codecDialOptions()...)
 	if err != nil {
 		return fail(fmt.Errorf("sandbox %q: host runner: dial the host's bridge: %v: %w", sb.ID(), err, drivers.ErrUnavailable))
 	}
@@ -308,7 +309,7 @@ func (in *hostIngress) open(ctx context.Context) (bridge, *goplugin.Client, erro
 	if err != nil {
 		return bridge{}, nil, s.c.callErr(ctx, "host runner: broker", err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
+	srv := grpc.NewServer(append(codecServerOptions(), grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))...)
 	pluginpb.RegisterRunnerBridgeServer(srv, bridgeServer{in: in})
 	go func() { _ = srv.Serve(ln) }()
 	r, err := rpc.HostRunner(ctx, &pluginpb.HostRunnerRequest{Handle: handle, Spec: runnerSpecToWire(&in.spec), BrokerId: id})

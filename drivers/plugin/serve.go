@@ -39,6 +39,12 @@ const maxMessage = 256 << 20
 // connection is not held up by its acknowledgements.
 const window = 4 << 20
 
+// ioBuffer is the size of gRPC's read and write buffers of the
+// connection, both ways: 256 KiB (gRPC's default is 32 KiB), so that a
+// stream's output crosses in a few large writes and reads instead of one
+// per 32 KiB.
+const ioBuffer = 256 << 10
+
 // grpcPlugin is go-plugin's view of the driver plugin: the server side
 // registers srv, the client side returns the protocol's client.
 type grpcPlugin struct {
@@ -74,8 +80,10 @@ func Serve(d drivers.Driver, version string) {
 		HandshakeConfig: handshake,
 		Plugins:         goplugin.PluginSet{pluginName: &grpcPlugin{srv: newServer(d, version)}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, codecServerOptions()...)
 			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
-				grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(window))...)
+				grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(window),
+				grpc.WriteBufferSize(ioBuffer), grpc.ReadBufferSize(ioBuffer))...)
 		},
 	})
 }

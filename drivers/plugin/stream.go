@@ -13,9 +13,21 @@ import (
 	"github.com/berthdev/berth/drivers/plugin/internal/pluginpb"
 )
 
-// streamChunk is the most bytes of stdin, stdout or stderr one message
-// carries.
-const streamChunk = 32 << 10
+// streamChunk is the most bytes of stdin, a terminal's output or a
+// file archive one message carries: 32 KiB less room for the message's
+// own bytes (see poolFit).
+const streamChunk = 32<<10 - poolFit
+
+// poolFit is room for a message's own bytes beyond its payload (field
+// tags, lengths): a message's buffers come from power-of-two tiers
+// (dirtyPool), and a payload of a tier less poolFit fits its tier
+// instead of taking one twice its size.
+const poolFit = 64
+
+// outMessage is the most bytes of stdout or stderr one message carries:
+// 1 MiB less poolFit, so that a driver's write (32 KiB from the Docker
+// engine) crosses whole in one message.
+const outMessage = 1<<20 - poolFit
 
 // The plugin's side of a streaming process.
 
@@ -57,7 +69,7 @@ func (s *server) Start(stream pluginpb.Driver_StartServer) error {
 	out := func(stderr bool) io.Writer {
 		return writerFunc(func(p []byte) (int, error) {
 			for rest := p; len(rest) > 0; {
-				n := min(len(rest), streamChunk)
+				n := min(len(rest), outMessage)
 				m := &pluginpb.StartOut{Msg: &pluginpb.StartOut_Stdout{Stdout: rest[:n]}}
 				if stderr {
 					m = &pluginpb.StartOut{Msg: &pluginpb.StartOut_Stderr{Stderr: rest[:n]}}
