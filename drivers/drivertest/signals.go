@@ -3,7 +3,10 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os/signal"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,7 +70,7 @@ func testStreamSignals(t *testing.T, ctx context.Context, h Harness) {
 			res, err := p.Wait(wctx)
 			switch {
 			case err != nil:
-				t.Errorf("Wait after Signal(%s): %v", sig, err)
+				t.Errorf("Wait after Signal(%s): %v%s", sig, err, ignoredHere(sig))
 				_ = p.Signal(ctx, "KILL")
 			case res.ExitCode == 0:
 				t.Errorf("a process signalled with %s exited 0", sig)
@@ -86,4 +89,19 @@ func testStreamSignals(t *testing.T, ctx context.Context, h Harness) {
 	if err := p.Signal(ctx, "BERTH-NO-SUCH-SIGNAL"); !errors.Is(err, drivers.ErrUnsupported) {
 		t.Errorf("Signal of an unknown name: err = %v, want ErrUnsupported", err)
 	}
+}
+
+// ignoredHere returns a hint when this test process ignores the signal
+// sig: a process it starts (a local command, a test's own SSH server)
+// inherits an ignored disposition, and a shell in it cannot undo it, so
+// the signal cannot end the command. Go keeps SIGHUP and SIGINT ignored
+// when a program starts with them ignored: under nohup, or as a
+// background job of a shell without job control.
+func ignoredHere(sig string) string {
+	n, ok := map[string]syscall.Signal{"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT,
+		"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM}[sig]
+	if !ok || !signal.Ignored(n) {
+		return ""
+	}
+	return fmt.Sprintf(" (this test process ignores SIG%s, and the processes it starts inherit that: run the suite without nohup, or from a shell with job control)", sig)
 }

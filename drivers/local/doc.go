@@ -15,7 +15,11 @@
 // Release kills what the session left running and confirms it through
 // /proc. The driver declares exec, stream_exec, runner_ingress and files. A session's
 // working directory is resolved at Acquire (symlinks evaluated) and is
-// the default directory of its commands.
+// the default directory of its commands. A command inherits the host
+// process's ignored signals, as every child does: a host started with
+// SIGHUP or SIGINT ignored (under nohup, or as a background job of a
+// shell without job control; Go keeps those two ignored) cannot end its
+// commands with that signal.
 //
 // Files (drivers.Files) work on the host's file system under the
 // session's working directory only, every operation through its os.Root:
