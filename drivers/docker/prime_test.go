@@ -163,9 +163,14 @@ func TestWarmFirstExec(t *testing.T) {
 }
 
 // engineExec runs argv in container id through the engine directly and
-// returns its stdout.
+// returns its stdout. It waits at most 30 s (and no longer than ctx) for
+// the exec's output to end: the read of an attached stream does not
+// watch a context, and an exec whose stream never ended once held a CI
+// run for 22 minutes under runsc.
 func engineExec(ctx context.Context, t *testing.T, e *env, id string, argv ...string) string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	c, err := e.cli.ContainerExecCreate(ctx, id, container.ExecOptions{AttachStdout: true, AttachStderr: true, Cmd: argv})
 	if err != nil {
 		t.Fatal(err)
@@ -175,8 +180,14 @@ func engineExec(ctx context.Context, t *testing.T, e *env, id string, argv ...st
 		t.Fatal(err)
 	}
 	defer hj.Close()
+	stop := context.AfterFunc(ctx, hj.Close)
+	defer stop()
 	var out, errb strings.Builder
-	if _, err := stdcopy.StdCopy(&out, &errb, hj.Reader); err != nil {
+	_, err = stdcopy.StdCopy(&out, &errb, hj.Reader)
+	if ctx.Err() != nil {
+		t.Fatalf("the engine's exec of %q in container %s: its output did not end: %v (stdout so far %q, stderr %q)", argv, id, ctx.Err(), out.String(), errb.String())
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out.String()
