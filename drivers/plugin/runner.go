@@ -282,7 +282,7 @@ func (x runnerHost) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (dr
 		return nil, err
 	}
 	in.mu.Lock()
-	in.b, in.endpoint = b, b.endpoint
+	in.b = b
 	in.mu.Unlock()
 	go in.watch(gp)
 	s.inMu.Lock()
@@ -462,9 +462,8 @@ type hostIngress struct {
 	deadErr error         // why, set before dead is closed
 	once    sync.Once
 
-	mu       sync.Mutex
-	b        bridge // the ingress in the current process
-	endpoint string // the endpoint in the sandbox, the same through every process
+	mu sync.Mutex
+	b  bridge // the ingress in the current process; its endpoint is the same through every process (reopen)
 }
 
 // bridge is an ingress opened in one process of the plugin: its id there
@@ -526,11 +525,7 @@ func (in *hostIngress) Close() error {
 func (in *hostIngress) Addr() net.Addr { return bridgeAddr(in.Endpoint()) }
 
 // Endpoint returns the endpoint in the sandbox the plugin's driver gave.
-func (in *hostIngress) Endpoint() string {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.endpoint
-}
+func (in *hostIngress) Endpoint() string { return in.current().endpoint }
 
 // Launch starts the runner through the plugin. The ticket crosses the
 // boundary in the call only: neither side logs it.
