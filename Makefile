@@ -54,18 +54,19 @@ PROTOC_GEN_GO       := $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-$(GOVERSI
 PROTOC_GEN_GO_GRPC  := $(TOOLS)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)-$(GOVERSION)/protoc-gen-go-grpc
 # The binaries of the tests' real single-node Kubernetes cluster
 # (internal/testenv/kubecluster, issue 57): kube-apiserver,
-# kube-controller-manager, kube-scheduler and kubelet, and kubectl (the
-# driver benchmark's anchor), built from the Go
+# kube-controller-manager, kube-scheduler and kubelet, built from the Go
 # module proxy by internal/cmd/kubebinaries (a scratch module next to them,
-# KUBERNETES_BIN.src). About 6.5 min on 2 cores with empty caches, 600 MB of
-# modules and a 4.7 GB build cache; nothing once built.
+# KUBERNETES_BIN.src): make kubernetes, which make test runs. About 600 MB
+# of modules and a 4.7 GB build cache; nothing once built. kubectl, the
+# anchor of the driver's benchmark (which the suite does not run), is
+# built beside them by make kubectl.
 KUBERNETES_VERSION  := v1.37.2
 KUBERNETES_BIN      := $(TOOLS)/kubernetes-$(KUBERNETES_VERSION)-$(GOVERSION)
 # The tests find the binaries under BERTH_TOOLS (default: the same default
 # as TOOLS), so that TOOLS= moves them for the tests too.
 export BERTH_TOOLS  := $(TOOLS)
 
-.PHONY: test prereqs build build-local vet lint vulncheck fuzz bench proto protogen kubernetes
+.PHONY: test prereqs build build-local vet lint vulncheck fuzz bench proto protogen kubernetes kubectl
 
 # The suite runs through internal/cmd/testreport (go test -json): it prints
 # each package's line, the whole output of every failed test, the public
@@ -189,10 +190,15 @@ $(PROTOC_GEN_GO_GRPC):
 	GOBIN=$(@D) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
 # kubernetes builds the cluster's binaries once per release and Go version.
-kubernetes: $(KUBERNETES_BIN)/kubectl
+kubernetes: $(KUBERNETES_BIN)/kubelet
+
+$(KUBERNETES_BIN)/kubelet:
+	$(GO) run ./internal/cmd/kubebinaries -version $(KUBERNETES_VERSION) -out $(KUBERNETES_BIN)
+
+kubectl: $(KUBERNETES_BIN)/kubectl
 
 $(KUBERNETES_BIN)/kubectl:
-	$(GO) run ./internal/cmd/kubebinaries -version $(KUBERNETES_VERSION) -out $(KUBERNETES_BIN)
+	$(GO) run ./internal/cmd/kubebinaries -version $(KUBERNETES_VERSION) -out $(KUBERNETES_BIN) -kubectl
 
 $(GOVULNCHECK):
 	GOBIN=$(@D) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)

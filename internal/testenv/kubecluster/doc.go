@@ -7,8 +7,9 @@
 // ("localhost"), with pods on a CNI bridge (PodSubnet, no masquerade).
 //
 // The Kubernetes binaries are built once into the tools cache by
-// `make kubernetes` (internal/cmd/kubebinaries; about 6.5 minutes on 2
-// cores, nothing once built); without them a test skips, or fails under
+// `make kubernetes` (internal/cmd/kubebinaries; about 12 minutes on 2
+// cores with an empty build cache, plus the modules' download; nothing
+// once built); without them a test skips, or fails under
 // BERTH_REQUIRE_REAL=1. Starting to a Ready node takes 6 to 9 seconds
 // (about 20 on a loaded machine), stopping about one; the cluster's
 // ports are fixed, so one runs per machine at a time: a start takes a
