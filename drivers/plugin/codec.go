@@ -45,10 +45,16 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
 	buf := dirtyPool.Get(size)
-	if _, err := opts.MarshalAppend((*buf)[:0], m); err != nil {
+	out, err := opts.MarshalAppend((*buf)[:0], m)
+	if err != nil {
 		dirtyPool.Put(buf)
 		return nil, err
 	}
+	if len(out) > cap(*buf) { // grown past buf (its size changed meanwhile): out is a new array
+		dirtyPool.Put(buf)
+		return mem.BufferSlice{mem.SliceBuffer(out)}, nil
+	}
+	*buf = (*buf)[:len(out)] // in buf: only the bytes written
 	return mem.BufferSlice{mem.NewBuffer(buf, dirtyPool)}, nil
 }
 
