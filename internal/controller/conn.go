@@ -49,6 +49,11 @@ type liveConn struct {
 	stored      uint64
 	storedBytes int64
 	ackCh       chan struct{}
+	// held counts the output bytes read on this connection and not yet
+	// acked (its share of Controller.adm.inflight): the reader adds an
+	// event's as it hands it to the intake, the writer takes off what an
+	// ack covers, the connection's end the rest.
+	held atomic.Int64
 	// welcomeAck is the event seq the welcome acked: the writer's first
 	// "acked". It is not read from stored, which the reader may have
 	// advanced before the writer goroutine runs.
@@ -85,6 +90,13 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, prpwire.ErrorResponse{Code: prpwire.CodeClosed, Message: "the controller is closed"})
 		return
 	}
+	// Admission control: past a ceiling the runner is refused for now
+	// (503, at_capacity) before the store's claim, and retries.
+	unadmit, ok := c.admitConn(w, sess.ID)
+	if !ok {
+		return
+	}
+	defer unadmit()
 	conn, ok := c.claimConnection(w, r, sess.ID)
 	if !ok {
 		return
@@ -143,6 +155,9 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	ws.CloseNow()
 	wg.Wait()
+	// What this connection read and never acked is no longer held here:
+	// the runner sends it again on its next connection.
+	c.adm.inflight.Add(-lc.held.Swap(0))
 }
 
 // closeIfLeaseOver closes this process's ingress server of the lease of
@@ -361,6 +376,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			if err := lc.send(ctx, prpwire.TypeAck, 0, stored, nil); err != nil {
 				return err
 			}
+			lc.release(storedBytes - ackedBytes)
 			acked, ackedBytes, unackedSince = stored, storedBytes, time.Time{}
 		}
 		if lc.sess.Scope == prp.ScopeTask && !time.Now().Before(renewAt) {
@@ -599,6 +615,12 @@ func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *acco
 			}
 			return err
 		}
+		if rec.keep && rec.rec.Ref != nil {
+			// Held until acked (admission control); counted as the
+			// intake counts storedBytes.
+			lc.held.Add(rec.rec.Ref.Length)
+			lc.c.adm.inflight.Add(rec.rec.Ref.Length)
+		}
 		select {
 		case recs <- rec:
 		case <-ctx.Done():
@@ -623,6 +645,15 @@ func readMessage(rd io.Reader, buf []byte) ([]byte, error) {
 		if err != nil {
 			return buf, err
 		}
+	}
+}
+
+// release takes n acked output bytes off what the connection holds in
+// flight.
+func (lc *liveConn) release(n int64) {
+	if n != 0 {
+		lc.held.Add(-n)
+		lc.c.adm.inflight.Add(-n)
 	}
 }
 

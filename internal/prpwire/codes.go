@@ -51,6 +51,10 @@ const (
 	CodeUnavailable = "unavailable"
 	// CodeInternal: the controller failed for a reason it does not say.
 	CodeInternal = "internal"
+	// CodeAtCapacity: the controller serves its ceiling of runner
+	// connections or of output bytes in flight (HTTP 503 with a
+	// Retry-After): a passing refusal, the runner retries with its backoff.
+	CodeAtCapacity = "at_capacity"
 )
 
 // Result codes (prp.Result.Code), set by the runner; CodeEventsLost is set by
