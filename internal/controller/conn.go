@@ -552,13 +552,30 @@ func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *acco
 	lc.mu.Lock()
 	last := lc.stored // the last event seq read
 	lc.mu.Unlock()
-	buf := make([]byte, 0, 64<<10) // the frame, reused: the records keep nothing of it
+	// The frame's buffer is taken from frameBufs once a frame arrives and
+	// put back when the next one is awaited (the records keep nothing of
+	// it): an idle connection holds none (issue 55: 64 KiB a connection
+	// was most of an idle session's memory), a stream reuses one.
+	var buf []byte
+	var bp *[]byte
+	defer func() {
+		if bp != nil {
+			*bp = buf[:0]
+			frameBufs.Put(bp)
+		}
+	}()
 	for {
+		if bp != nil {
+			*bp = buf[:0]
+			frameBufs.Put(bp)
+			bp = nil
+		}
 		typ, rd, err := lc.ws.Reader(ctx)
 		if err != nil {
 			return err
 		}
-		if buf, err = readMessage(rd, buf[:0]); err != nil {
+		bp = frameBufs.Get().(*[]byte)
+		if buf, err = readMessage(rd, (*bp)[:0]); err != nil {
 			return err
 		}
 		var seq uint64
@@ -629,6 +646,12 @@ func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *acco
 		last = seq
 	}
 }
+
+// frameBufs holds the readers' frame buffers (read).
+var frameBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, 64<<10)
+	return &b
+}}
 
 // readMessage appends the rest of a message to buf (the connection's read
 // limit bounds it) and returns it.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -303,6 +304,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		res.Elapsed = time.Since(start)
 		res.HostCPU, res.DiskWritten = cpuTime()-cpu0, diskWritten()-disk0
 		stopRSS()
+		if p := os.Getenv("BERTH_RUNNERLOAD_HEAPPROFILE"); p != "" {
+			// What holds the idle sessions' memory (go tool pprof).
+			if f, err := os.Create(p); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				_ = f.Close()
+			}
+		}
 		runtime.GC()
 		res.Goroutines = runtime.NumGoroutine() - goroutines0
 		for i, h := range handles {
