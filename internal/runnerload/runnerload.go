@@ -98,12 +98,25 @@ type Result struct {
 	// runners' process's (its whole life; peak).
 	HostCPU, SimCPU time.Duration
 	HostRSS, SimRSS int64
+	// HostRSSEnd is this process's resident set at the end of an idle
+	// window less its resident set before the leases: what the held
+	// sessions keep once the setup's garbage went back to the system
+	// (the peak, HostRSS, is mostly right after the setup).
+	HostRSSEnd int64
+	// HostHeap and HostStacks are the Go heap in use and the goroutine
+	// stacks at the end of an idle window (after a GC) less before the
+	// leases: the sessions' share of HostRSSEnd that the Go runtime
+	// accounts (runtime.MemStats HeapInuse, StackInuse).
+	HostHeap, HostStacks int64
 	// Goroutines is this process's goroutines at the end of the window
 	// less those before the leases (the sessions' share).
 	Goroutines int
 	// Reconnects counts the connections the ingresses accepted over the
 	// idle window (an idle session that dropped and came back).
 	Reconnects int
+	// Refused counts the runner connections the controller's admission
+	// control refused over the run (berth.System.RunnerAdmission).
+	Refused int64
 	// DiskWritten is what this process wrote to disk over the window
 	// (/proc/self/io write_bytes), the store's server aside.
 	DiskWritten int64
@@ -137,6 +150,12 @@ func (r Result) String() string {
 	if r.Goroutines != 0 || r.Reconnects != 0 {
 		idle = fmt.Sprintf(" goroutines/session=%.2f reconnects=%d", float64(r.Goroutines)/n, r.Reconnects)
 	}
+	if r.HostRSSEnd != 0 {
+		idle += fmt.Sprintf(" rss/session at the end=%.0fKB (heap %.0fKB, stacks %.0fKB)", float64(r.HostRSSEnd)/n/1024, float64(r.HostHeap)/n/1024, float64(r.HostStacks)/n/1024)
+	}
+	if r.Refused != 0 {
+		idle += fmt.Sprintf(" refused=%d", r.Refused)
+	}
 	return fmt.Sprintf("setup=%s%s%s gaps=%d sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f usage/stored=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
 		r.Setup.Round(time.Millisecond), storm, idle, r.Gaps, r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)), float64(r.UsageBytes)/float64(max(r.StoredBytes, 1)),
 		r.DispatchP50.Round(time.Microsecond), r.DispatchP99.Round(time.Microsecond), 100*r.HostCPU.Seconds()/max(r.Elapsed.Seconds(), 1e-9),
@@ -154,7 +173,8 @@ const SimPackage = "github.com/berthdev/berth/internal/cmd/runnersim"
 // process), cfg.Sessions leases each attached to a simulated runner by a
 // first task (hello), then on every session a stream task for
 // cfg.Duration. It stops by itself: every task is bounded by Duration,
-// and the whole run by twice Duration and five minutes (and ctx).
+// and the whole run by twice Duration, five minutes and 100 ms a session
+// (and ctx).
 func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if cfg.SimBinary == "" || cfg.Sessions <= 0 || cfg.Rate <= 0 && !cfg.Idle || cfg.Duration <= 0 {
 		return Result{}, errors.New("runnerload: SimBinary, Sessions, Rate (unless Idle) and Duration are required")
@@ -165,7 +185,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	// Bounded in time whatever happens: a task that never ends (a command
 	// lost on the way, a runner gone) fails the run instead of holding it.
-	ctx, cancelRun := context.WithTimeout(ctx, 2*cfg.Duration+5*time.Minute)
+	// The setup takes longer the more sessions there are (10,000 took
+	// ten minutes on two busy cores): 100 ms a session on top.
+	ctx, cancelRun := context.WithTimeout(ctx, 2*cfg.Duration+5*time.Minute+time.Duration(cfg.Sessions)*100*time.Millisecond)
 	defer cancelRun()
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "berth-runnerload-")
@@ -223,6 +245,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	// Leases and the first task of each (it attaches the runner).
 	runtime.GC()
 	rss0, goroutines0 := rss(), runtime.NumGoroutine()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	setup := time.Now()
 	handles := make([]*lease.Handle, cfg.Sessions)
 	connected := make([]bool, cfg.Sessions)
@@ -304,6 +328,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		res.Elapsed = time.Since(start)
 		res.HostCPU, res.DiskWritten = cpuTime()-cpu0, diskWritten()-disk0
 		stopRSS()
+		res.HostRSSEnd = max(rss()-rss0, 0)
 		if p := os.Getenv("BERTH_RUNNERLOAD_HEAPPROFILE"); p != "" {
 			// What holds the idle sessions' memory (go tool pprof).
 			if f, err := os.Create(p); err == nil {
@@ -313,6 +338,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		}
 		runtime.GC()
 		res.Goroutines = runtime.NumGoroutine() - goroutines0
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		res.HostHeap, res.HostStacks = int64(ms.HeapInuse)-int64(ms0.HeapInuse), int64(ms.StackInuse)-int64(ms0.StackInuse)
 		for i, h := range handles {
 			res.Reconnects += drv.accepted(h.SandboxID()) - accepted0[i]
 		}
@@ -396,6 +424,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			}
 		})
 	}
+	a := sys.RunnerAdmission()
+	res.Refused = a.RefusedSessions + a.RefusedBytes
 	if !cfg.Idle {
 		res.Elapsed = time.Since(start)
 		res.HostCPU, res.DiskWritten = cpuTime()-cpu0, diskWritten()-disk0
