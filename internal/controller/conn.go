@@ -491,7 +491,11 @@ func (lc *liveConn) reader(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	recs := make(chan intakeItem, maxEventBatch)
+	// The records go by pointer, and the intake's batch grows as it
+	// needs: an intakeItem is 184 bytes, and a channel and a batch of
+	// maxEventBatch of them were 23 KiB of every connection, idle ones
+	// too (issue 55).
+	recs := make(chan *intakeItem, maxEventBatch)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := lc.intake(ctx, recs); err != nil {
@@ -512,10 +516,10 @@ func (lc *liveConn) reader(ctx context.Context) error {
 
 // intake stores the records the reader hands over, in batches, and then
 // advances the stored seq and wakes the writer to ack.
-func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
-	batch := make([]intakeItem, 0, maxEventBatch)
+func (lc *liveConn) intake(ctx context.Context, recs <-chan *intakeItem) error {
+	var batch []intakeItem
 	for r := range recs {
-		batch = append(batch[:0], r)
+		batch = append(batch[:0], *r)
 	more:
 		for len(batch) < maxEventBatch {
 			select {
@@ -523,7 +527,7 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
 				if !ok {
 					break more
 				}
-				batch = append(batch, r)
+				batch = append(batch, *r)
 			default:
 				break more
 			}
@@ -548,7 +552,7 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
 
 // read reads frames until the connection ends, checks each event's seq
 // against the last one read, and hands the events on as acct decided.
-func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *accounting) error {
+func (lc *liveConn) read(ctx context.Context, recs chan<- *intakeItem, acct *accounting) error {
 	lc.mu.Lock()
 	last := lc.stored // the last event seq read
 	lc.mu.Unlock()
@@ -639,7 +643,7 @@ func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *acco
 			lc.c.adm.inflight.Add(rec.rec.Ref.Length)
 		}
 		select {
-		case recs <- rec:
+		case recs <- &rec:
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
