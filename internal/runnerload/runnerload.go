@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -243,7 +244,11 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 
 	// Leases and the first task of each (it attaches the runner).
-	runtime.GC()
+	// The baseline with the heap's free memory given back to the system:
+	// garbage of what ran before in this process (envctl bench's earlier
+	// rows) would otherwise be counted against the sessions, or its
+	// release under them (a share below zero).
+	debug.FreeOSMemory()
 	rss0, goroutines0 := rss(), runtime.NumGoroutine()
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
