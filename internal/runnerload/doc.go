@@ -32,8 +32,8 @@
 //
 // The sizes: Full, StormFull and IdleFull are envctl bench's rows, Quick,
 // StormQuick and IdleQuick their --quick variants; the test suite runs
-// StormSmall (TestStorm: 20 sessions for 4 s, 5 dropped), about 10 s
-// under -race, and IdleSmall (TestIdle: 12 idle sessions for 1 s over
-// three simulated runners' processes), where the quick sizes cost
-// minutes of a shared two-core make test.
+// StormSmall only (TestStorm: 20 sessions over two simulated runners'
+// processes for 4 s, 5 dropped), about 10 s under -race, where the quick
+// sizes cost minutes of a shared two-core make test; envctl's
+// TestBenchRunnersQuick runs the idle mode with 4 sessions for 1 s.
 package runnerload

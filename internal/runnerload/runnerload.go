@@ -740,13 +740,11 @@ var (
 	// two shared cores): 5 of 20 sessions dropped at once halfway
 	// through a 4 s stream, a ping dispatched to each session while
 	// they stream and a task to each dropped one right after the drop.
-	StormSmall = Config{Sessions: 20, Rate: 40 << 10, Chunk: 4096, Duration: 4 * time.Second, Storm: 0.25}
+	// The runners are spread over two simulated runners' processes.
+	StormSmall = Config{Sessions: 20, Rate: 40 << 10, Chunk: 4096, Duration: 4 * time.Second, Storm: 0.25, RunnersPerSim: 10}
 	// IdleFull and IdleQuick are the runners-10k-idle row's: sessions
 	// held connected with nothing to do for the duration (issue 55's goal:
 	// 10,000 for 5 minutes, the host's RSS <= 100 KB a session).
 	IdleFull  = Config{Sessions: 10_000, Idle: true, Duration: 5 * time.Minute}
 	IdleQuick = Config{Sessions: 500, Idle: true, Duration: 20 * time.Second}
-	// IdleSmall is the suite's: 12 idle sessions for 1 s over three
-	// simulated runners' processes (TestIdle).
-	IdleSmall = Config{Sessions: 12, Idle: true, Duration: time.Second, RunnersPerSim: 4}
 )

@@ -28,17 +28,6 @@ func TestStorm(t *testing.T) {
 	}
 }
 
-// TestIdle runs the idle mode at its smallest (IdleSmall, on SQLite): 12
-// sessions over three simulated runners' processes, held for 1 s with
-// nothing to do, then each takes a ping; none reconnected meanwhile.
-func TestIdle(t *testing.T) {
-	cfg := runnerload.IdleSmall
-	res := run(t, cfg)
-	if res.Reconnects != 0 || res.Goroutines <= 0 {
-		t.Errorf("%d reconnects, %d goroutines for the sessions: want none and some", res.Reconnects, res.Goroutines)
-	}
-}
-
 func run(t *testing.T, cfg runnerload.Config) runnerload.Result {
 	t.Helper()
 	if testing.Short() {
