@@ -157,7 +157,7 @@ func (c Code) ErrorCode() errcode.ErrorCode {
 		return errcode.Invalid
 	case CodeVersionUnsupported:
 		return errcode.Unsupported
-	case CodeClosed, CodeStoreUnavailable, CodeUnavailable, CodeInterrupted, CodeSecretsMissing, CodeSecretsUnavailable:
+	case CodeClosed, CodeStoreUnavailable, CodeUnavailable, CodeAtCapacity, CodeInterrupted, CodeSecretsMissing, CodeSecretsUnavailable:
 		return errcode.Unavailable
 	case CodeInternal, CodeJournalUnauthenticated, CodeEventsLost:
 		return errcode.Internal
