@@ -115,6 +115,19 @@ type Options struct {
 	// task's lease.Exit says Truncated; the task is not stopped. Default
 	// 1 GiB.
 	RunnerMaxOutput int64
+	// RunnerMaxSessions is the ceiling on the runners connected to this
+	// process at once (admission control): past it a runner that
+	// connects is refused for now (HTTP 503, code at_capacity) and
+	// retries with its backoff, and System.RunnerAdmission counts it.
+	// Default 0: 10,000; negative: no ceiling.
+	RunnerMaxSessions int
+	// RunnerMaxInflightBytes is the ceiling on the runners' output this
+	// process holds read and not yet stored and acknowledged, over all
+	// its runners: while it is reached, new runners are refused as past
+	// RunnerMaxSessions; each connected runner is held back by its own
+	// window of unacknowledged output. Default 0: 1 GiB; negative: no
+	// ceiling.
+	RunnerMaxInflightBytes int64
 	// runnerPoll is how often the controller's waiters re-read the store
 	// (tests shorten it, export_test.go). Default 500 ms.
 	runnerPoll time.Duration
@@ -449,7 +462,8 @@ func (s *System) composeRunners(st store.Stores, o Options, settings instance.Re
 		return nil, fmt.Errorf("berth: Options.Stores.Runners is %T, not a runner store berth made: set it from store.Memory(), store/sqlite or store/postgres", st.Runners)
 	}
 	co := controller.Options{Tickets: rs, Store: rs, Authorizer: o.Authorizer, Logger: o.Logger, Settings: settings,
-		DataDir: o.RunnerDir, Heartbeat: o.RunnerHeartbeat, MaxSessionOutput: o.RunnerMaxOutput, Poll: o.runnerPoll}
+		DataDir: o.RunnerDir, Heartbeat: o.RunnerHeartbeat, MaxSessionOutput: o.RunnerMaxOutput, Poll: o.runnerPoll,
+		MaxSessions: o.RunnerMaxSessions, MaxInflightBytes: o.RunnerMaxInflightBytes}
 	keys := o.RunnerKeys
 	if len(keys) == 0 {
 		key := make([]byte, 32)
@@ -482,6 +496,30 @@ func (s *System) composeRunners(st store.Stores, o Options, settings instance.Re
 	}
 	s.runners = c
 	return tasks, nil
+}
+
+// RunnerAdmission is what the admission control of this process's runner
+// controller counts (Options.RunnerMaxSessions and
+// RunnerMaxInflightBytes).
+type RunnerAdmission struct {
+	// Sessions is the runners connected (admitted and not yet gone);
+	// MaxSessions the ceiling (negative: none).
+	Sessions, MaxSessions int64
+	// InflightBytes is the runners' output read and not yet acknowledged;
+	// MaxInflightBytes the ceiling (negative: none).
+	InflightBytes, MaxInflightBytes int64
+	// RefusedSessions and RefusedBytes count the runner connections
+	// refused since New past each ceiling (each retried on its own).
+	RefusedSessions, RefusedBytes int64
+}
+
+// RunnerAdmission returns the counts of the runner controller's admission
+// control in this process (a read of its counters; nothing is
+// authorized).
+func (s *System) RunnerAdmission() RunnerAdmission {
+	a := s.runners.Admission()
+	return RunnerAdmission{Sessions: a.Sessions, MaxSessions: a.MaxSessions, InflightBytes: a.InflightBytes, MaxInflightBytes: a.MaxInflightBytes,
+		RefusedSessions: a.RefusedSessions, RefusedBytes: a.RefusedBytes}
 }
 
 // keyID names a runner key in the tokens it signs: the start of its

@@ -14,18 +14,22 @@ import (
 // journal and outbox) streaming 40 KB/s each into the real controller of
 // a System on SQLite and on PostgreSQL, over WebSockets on loopback.
 
-func init() { benchWorkloads = append(benchWorkloads, "runners-1k", "reconnect-storm") }
+func init() {
+	benchWorkloads = append(benchWorkloads, "runners-1k", "runners-10k-idle", "reconnect-storm")
+}
 
 // quickLoad and quickStorm are the runners-1k and reconnect-storm rows'
 // configurations under --quick. The test of the rows' wiring makes them
 // smaller (TestBenchRunnersQuick: the suite runs it under -race on two
 // shared cores, and internal/runnerload's own test runs the harness).
-var quickLoad, quickStorm = runnerload.Quick, runnerload.StormQuick
+var quickLoad, quickStorm, quickIdle = runnerload.Quick, runnerload.StormQuick, runnerload.IdleQuick
 
 // addLoadRows registers the load workloads' rows with runBench.
 func (b *bench) addLoadRows(workloads map[string]func(*benchTB) []benchRow, planned map[string][]benchRow) {
 	workloads["runners-1k"] = b.runnersRows
 	planned["runners-1k"] = b.runnersPlanned()
+	workloads["runners-10k-idle"] = b.idleRows
+	planned["runners-10k-idle"] = []benchRow{{Workload: b.idleName() + ": host RSS per session", Anchor: "goal 100 KB (issue 55)", Unit: "KB"}}
 	workloads["reconnect-storm"] = b.stormRows
 	planned["reconnect-storm"] = []benchRow{{Workload: b.stormName(), Anchor: "goal 30 s (issue 55)", Unit: "s"}}
 }
@@ -128,4 +132,44 @@ func (b *bench) runnersRows(t *benchTB) []benchRow {
 			row(t, n+": dispatch p99", "goal 250 ms (issue 55)", "ms", ms(res.DispatchP99), 250))
 	}
 	return rows
+}
+
+// idleConfig is runnerload.IdleFull, or quickIdle under --quick.
+func (b *bench) idleConfig() runnerload.Config {
+	if b.scale.execs < fullScale.execs { // --quick
+		return quickIdle
+	}
+	return runnerload.IdleFull
+}
+
+func (b *bench) idleName() string {
+	c := b.idleConfig()
+	return fmt.Sprintf("%d simulated runners connected and idle for %s (SQLite)", c.Sessions, c.Duration)
+}
+
+// idleRows: sessions held connected with nothing to do (hello, then the
+// protocol's upkeep only: heartbeats, the connection's claim, renewals)
+// on SQLite: the host process's peak RSS over the window per session,
+// against the issue's goal of 100 KB. A session that did not connect,
+// reconnected during the window or did not take the ping after it fails
+// the workload.
+func (b *bench) idleRows(t *benchTB) []benchRow {
+	bin, out, err := testenv.SharedBuild(t.ctx, runnerload.SimPackage, nil)
+	if err != nil {
+		t.Skipf("no simulated runners: %v\n%s", err, out)
+	}
+	cfg := b.idleConfig()
+	cfg.SimBinary, cfg.Dir = bin, t.TempDir()
+	cfg.StoreURL = "sqlite://" + filepath.Join(t.TempDir(), "idle.db")
+	res, err := runnerload.Run(t.ctx, cfg)
+	fmt.Fprintf(b.g.stderr, "envctl bench: runners-10k-idle: %s\n", res)
+	if err != nil {
+		live(t)
+		t.Fatalf("runners-10k-idle: %v", err)
+	}
+	if res.Connected != cfg.Sessions || res.Reconnects != 0 || res.SimFailed != 0 {
+		t.Fatalf("runners-10k-idle: %d of %d sessions connected, %d reconnects in the window, %d runners failed %v",
+			res.Connected, cfg.Sessions, res.Reconnects, res.SimFailed, res.SimErrors)
+	}
+	return []benchRow{row(t, b.idleName()+": host RSS per session", "goal 100 KB (issue 55)", "KB", float64(res.HostRSS)/float64(res.Connected)/1024, 100)}
 }

@@ -49,6 +49,11 @@ type liveConn struct {
 	stored      uint64
 	storedBytes int64
 	ackCh       chan struct{}
+	// held counts the output bytes read on this connection and not yet
+	// acked (its share of Controller.adm.inflight): the reader adds an
+	// event's as it hands it to the intake, the writer takes off what an
+	// ack covers, the connection's end the rest.
+	held atomic.Int64
 	// welcomeAck is the event seq the welcome acked: the writer's first
 	// "acked". It is not read from stored, which the reader may have
 	// advanced before the writer goroutine runs.
@@ -85,6 +90,13 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, prpwire.ErrorResponse{Code: prpwire.CodeClosed, Message: "the controller is closed"})
 		return
 	}
+	// Admission control: past a ceiling the runner is refused for now
+	// (503, at_capacity) before the store's claim, and retries.
+	unadmit, ok := c.admitConn(w, sess.ID)
+	if !ok {
+		return
+	}
+	defer unadmit()
 	conn, ok := c.claimConnection(w, r, sess.ID)
 	if !ok {
 		return
@@ -143,6 +155,9 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	ws.CloseNow()
 	wg.Wait()
+	// What this connection read and never acked is no longer held here:
+	// the runner sends it again on its next connection.
+	c.adm.inflight.Add(-lc.held.Swap(0))
 }
 
 // closeIfLeaseOver closes this process's ingress server of the lease of
@@ -361,6 +376,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			if err := lc.send(ctx, prpwire.TypeAck, 0, stored, nil); err != nil {
 				return err
 			}
+			lc.release(storedBytes - ackedBytes)
 			acked, ackedBytes, unackedSince = stored, storedBytes, time.Time{}
 		}
 		if lc.sess.Scope == prp.ScopeTask && !time.Now().Before(renewAt) {
@@ -475,7 +491,11 @@ func (lc *liveConn) reader(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	recs := make(chan intakeItem, maxEventBatch)
+	// The records go by pointer, and the intake's batch grows as it
+	// needs: an intakeItem is 184 bytes, and a channel and a batch of
+	// maxEventBatch of them were 23 KiB of every connection, idle ones
+	// too (issue 55).
+	recs := make(chan *intakeItem, maxEventBatch)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := lc.intake(ctx, recs); err != nil {
@@ -496,10 +516,10 @@ func (lc *liveConn) reader(ctx context.Context) error {
 
 // intake stores the records the reader hands over, in batches, and then
 // advances the stored seq and wakes the writer to ack.
-func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
-	batch := make([]intakeItem, 0, maxEventBatch)
+func (lc *liveConn) intake(ctx context.Context, recs <-chan *intakeItem) error {
+	var batch []intakeItem
 	for r := range recs {
-		batch = append(batch[:0], r)
+		batch = append(batch[:0], *r)
 	more:
 		for len(batch) < maxEventBatch {
 			select {
@@ -507,7 +527,7 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
 				if !ok {
 					break more
 				}
-				batch = append(batch, r)
+				batch = append(batch, *r)
 			default:
 				break more
 			}
@@ -532,17 +552,34 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan intakeItem) error {
 
 // read reads frames until the connection ends, checks each event's seq
 // against the last one read, and hands the events on as acct decided.
-func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *accounting) error {
+func (lc *liveConn) read(ctx context.Context, recs chan<- *intakeItem, acct *accounting) error {
 	lc.mu.Lock()
 	last := lc.stored // the last event seq read
 	lc.mu.Unlock()
-	buf := make([]byte, 0, 64<<10) // the frame, reused: the records keep nothing of it
+	// The frame's buffer is taken from frameBufs once a frame arrives and
+	// put back when the next one is awaited (the records keep nothing of
+	// it): an idle connection holds none (issue 55: 64 KiB a connection
+	// was most of an idle session's memory), a stream reuses one.
+	var buf []byte
+	var bp *[]byte
+	defer func() {
+		if bp != nil {
+			*bp = buf[:0]
+			frameBufs.Put(bp)
+		}
+	}()
 	for {
+		if bp != nil {
+			*bp = buf[:0]
+			frameBufs.Put(bp)
+			bp = nil
+		}
 		typ, rd, err := lc.ws.Reader(ctx)
 		if err != nil {
 			return err
 		}
-		if buf, err = readMessage(rd, buf[:0]); err != nil {
+		bp = frameBufs.Get().(*[]byte)
+		if buf, err = readMessage(rd, (*bp)[:0]); err != nil {
 			return err
 		}
 		var seq uint64
@@ -599,14 +636,26 @@ func (lc *liveConn) read(ctx context.Context, recs chan<- intakeItem, acct *acco
 			}
 			return err
 		}
+		if rec.keep && rec.rec.Ref != nil {
+			// Held until acked (admission control); counted as the
+			// intake counts storedBytes.
+			lc.held.Add(rec.rec.Ref.Length)
+			lc.c.adm.inflight.Add(rec.rec.Ref.Length)
+		}
 		select {
-		case recs <- rec:
+		case recs <- &rec:
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
 		last = seq
 	}
 }
+
+// frameBufs holds the readers' frame buffers (read).
+var frameBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, 64<<10)
+	return &b
+}}
 
 // readMessage appends the rest of a message to buf (the connection's read
 // limit bounds it) and returns it.
@@ -623,6 +672,15 @@ func readMessage(rd io.Reader, buf []byte) ([]byte, error) {
 		if err != nil {
 			return buf, err
 		}
+	}
+}
+
+// release takes n acked output bytes off what the connection holds in
+// flight.
+func (lc *liveConn) release(n int64) {
+	if n != 0 {
+		lc.held.Add(-n)
+		lc.c.adm.inflight.Add(-n)
 	}
 }
 

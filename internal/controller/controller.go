@@ -62,6 +62,26 @@ type Options struct {
 	// are acked and discarded (counted in OutputUsage.Discarded), except a
 	// result of a command still waiting for one. Default: 1,000,000.
 	MaxSessionEvents int64
+	// MaxSessions is the ceiling on the runner connections this
+	// controller serves at once (admission control, issue 55): past it a
+	// new connection is refused before the upgrade with HTTP 503, code
+	// prpwire.CodeAtCapacity and a Retry-After, and counted
+	// (Admission().RefusedSessions); the runner backs off and retries
+	// (its refusals other than 401 and 403 are passing ones), and is
+	// admitted once a connection ends. Default 0: 10,000; negative: no
+	// ceiling.
+	MaxSessions int
+	// MaxInflightBytes is the ceiling on the output bytes this controller
+	// holds in flight over all its connections: read from runners and
+	// not yet acked (stored and synced). While it is reached a new
+	// connection is refused as past MaxSessions (counted in
+	// Admission().RefusedBytes); a connected session is not cut, its own
+	// window bounds it (the welcome's max_unacked_bytes: the runner sends
+	// no more until the writer acks, and the writer acks only what is
+	// stored and synced), so a store that falls behind slows the
+	// connected runners and keeps new ones out. Default 0: 1 GiB;
+	// negative: no ceiling.
+	MaxInflightBytes int64
 	// Logger receives diagnostics; never secrets. Default: discard.
 	Logger *slog.Logger
 	// limits are the welcome's limits (tests set them through
@@ -125,6 +145,9 @@ type Controller struct {
 	// the lease's first Run while it attaches (run.go).
 	runs     map[string]*Attachment
 	runLocks map[string]chan struct{}
+
+	// adm counts what admission control bounds (admission.go).
+	adm admission
 
 	// secretFrames counts the secrets frames sent (for tests).
 	secretFrames atomic.Int64
@@ -197,6 +220,8 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	}
 	c.o.MaxSessionOutput = cmp.Or(c.o.MaxSessionOutput, defaultMaxSessionOutput)
 	c.o.MaxSessionEvents = cmp.Or(c.o.MaxSessionEvents, defaultMaxSessionEvents)
+	c.o.MaxSessions = cmp.Or(c.o.MaxSessions, defaultMaxSessions)
+	c.o.MaxInflightBytes = cmp.Or(c.o.MaxInflightBytes, defaultMaxInflightBytes)
 	if c.o.Poll <= 0 {
 		c.o.Poll = 500 * time.Millisecond
 	}

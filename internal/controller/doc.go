@@ -26,8 +26,9 @@
 // Principals, hooks and handles: every exported method of the Controller
 // that acts for someone takes the acting authz.Principal right after its
 // context and asks the Authorizer (Close, ServeHTTP, where runners
-// authenticate with tickets and tokens, and ConnectedSessions, a pure
-// read of this process's own connections, are the exceptions). New(signer, leases, secrets, opts)
+// authenticate with tickets and tokens, and ConnectedSessions and
+// Admission, pure reads of this process's own connections, are the
+// exceptions). New(signer, leases, secrets, opts)
 // takes its required collaborators and the host's SecretResolver hook as
 // arguments and returns the lease manager's hook, a leasehook.TaskStopper,
 // next to the Controller; berth.New wires them. The Attachment Attach
@@ -61,6 +62,26 @@
 //     heartbeat renews the claim, which lasts three Options.Heartbeat),
 //     the subprotocol, the read limit, hello / welcome, one reader and one
 //     writer goroutine and the Ping heartbeat.
+//
+//   - Admission control (admission.go, issue 55): a ceiling on the
+//     runner connections this process serves at once
+//     (Options.MaxSessions, default 10,000) and on the output bytes it
+//     holds in flight over all of them (Options.MaxInflightBytes, default
+//     1 GiB: read from runners and not yet acked); zero takes the
+//     default, a negative value means no ceiling. Past either, a new
+//     connection is refused after its token and session are checked and
+//     before the store's claim and the upgrade: HTTP 503, code
+//     prpwire.CodeAtCapacity, Retry-After, counted (Admission:
+//     RefusedSessions, RefusedBytes, with the current Sessions and
+//     InflightBytes). It is a passing refusal: the runner backs off and
+//     retries (only 401 and 403 are final for it), and is admitted once a
+//     connection ends or the bytes are acked. Bytes are not refused on a
+//     connection already admitted: its runner's window
+//     (max_unacked_bytes) bounds what it sends before the writer's ack,
+//     which comes only after the store and the sync, so a store that
+//     falls behind holds the connected runners back (back-pressure) and
+//     the ceiling keeps new ones out, instead of every session's latency
+//     growing with their number.
 //
 //   - The handles a host runs tasks with. Attach returns an
 //     *Attachment (Reattach finds one again by session); its Start(ctx, p,

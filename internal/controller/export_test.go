@@ -192,3 +192,7 @@ func (t *Task) Session() string { return t.session }
 
 // Connected is isConnected, for tests.
 func (c *Controller) Connected(session string) bool { return c.isConnected(session) }
+
+// HoldInflight adds n to the output bytes the controller counts in flight
+// (admission control), for tests.
+func (c *Controller) HoldInflight(n int64) { c.adm.inflight.Add(n) }

@@ -51,6 +51,10 @@ const (
 	CodeUnavailable = "unavailable"
 	// CodeInternal: the controller failed for a reason it does not say.
 	CodeInternal = "internal"
+	// CodeAtCapacity: the controller serves its ceiling of runner
+	// connections or of output bytes in flight (HTTP 503 with a
+	// Retry-After): a passing refusal, the runner retries with its backoff.
+	CodeAtCapacity = "at_capacity"
 )
 
 // Result codes (prp.Result.Code), set by the runner; CodeEventsLost is set by
@@ -153,7 +157,7 @@ func (c Code) ErrorCode() errcode.ErrorCode {
 		return errcode.Invalid
 	case CodeVersionUnsupported:
 		return errcode.Unsupported
-	case CodeClosed, CodeStoreUnavailable, CodeUnavailable, CodeInterrupted, CodeSecretsMissing, CodeSecretsUnavailable:
+	case CodeClosed, CodeStoreUnavailable, CodeUnavailable, CodeAtCapacity, CodeInterrupted, CodeSecretsMissing, CodeSecretsUnavailable:
 		return errcode.Unavailable
 	case CodeInternal, CodeJournalUnauthenticated, CodeEventsLost:
 		return errcode.Internal

@@ -69,6 +69,15 @@ func (r *Runner) session(ctx context.Context) (welcomed bool, _ error) {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, prpwire.MaxExchangeBody))
 			return false, permanent{fmt.Errorf("%w: connect at %s: HTTP %d: %s", ErrRefused, url, resp.StatusCode, refusal(b))}
 		}
+		if resp != nil && resp.Body != nil {
+			// A passing refusal (503 at_capacity: the controller's
+			// admission control, or closed): its code goes to the log,
+			// and the runner retries with its backoff.
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, prpwire.MaxExchangeBody))
+			if why := refusal(b); why != "" {
+				return false, fmt.Errorf("runner: connect at %s: HTTP %d: %s (retrying)", url, resp.StatusCode, why)
+			}
+		}
 		return false, fmt.Errorf("runner: connect at %s: %w", url, err)
 	}
 	conn.SetReadLimit(prpwire.DefaultMaxFrame)

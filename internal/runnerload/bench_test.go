@@ -15,6 +15,7 @@ var (
 	benchDuration = flag.Duration("runners.duration", runnerload.Full.Duration, "how long each streams")
 	benchStore    = flag.String("runners.store", "postgres", "postgres or sqlite")
 	benchStorm    = flag.Float64("runners.storm", 0, "fraction of the sessions dropped at once halfway (a reconnect storm)")
+	benchIdle     = flag.Bool("runners.idle", false, "hold the sessions idle (no stream) for the duration (runners-10k-idle: -runners.sessions=10000 -runners.duration=5m)")
 )
 
 // BenchmarkRunners runs the harness once per iteration (envctl bench's
@@ -30,7 +31,7 @@ func BenchmarkRunners(b *testing.B) {
 	}
 	for b.Loop() {
 		cfg := runnerload.Full
-		cfg.Sessions, cfg.Duration, cfg.Storm, cfg.SimBinary, cfg.Dir = *benchSessions, *benchDuration, *benchStorm, bin, b.TempDir()
+		cfg.Sessions, cfg.Duration, cfg.Storm, cfg.Idle, cfg.SimBinary, cfg.Dir = *benchSessions, *benchDuration, *benchStorm, *benchIdle, bin, b.TempDir()
 		cfg.StoreURL = "sqlite://" + filepath.Join(b.TempDir(), "load.db")
 		if *benchStore == "postgres" {
 			cfg.StoreURL = testenv.Postgres(b)
@@ -46,6 +47,7 @@ func BenchmarkRunners(b *testing.B) {
 		b.ReportMetric(float64(res.StoredBytes)/float64(max(res.OfferedBytes, 1)), "stored/offered")
 		b.ReportMetric(float64(res.DispatchP99)/1e6, "dispatch_p99_ms")
 		b.ReportMetric(float64(res.HostRSS)/float64(max(res.Connected, 1))/1024, "host_KB/session")
+		b.ReportMetric(float64(res.Goroutines)/float64(max(res.Connected, 1)), "goroutines/session")
 		if res.Dropped > 0 {
 			b.ReportMetric(res.StormBack.Seconds(), "storm_back_s")
 		}

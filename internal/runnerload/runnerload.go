@@ -1,22 +1,23 @@
 package runnerload
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"cmp"
 
 	"github.com/berthdev/berth"
 	"github.com/berthdev/berth/authz"
@@ -55,6 +56,17 @@ type Config struct {
 	// stream: a reconnect storm. Their runners reconnect and resume from
 	// the controller's ack.
 	Storm float64
+	// Idle, if set, runs no stream task: every session, once attached by
+	// its hello, is held connected for Duration with nothing to do but
+	// the protocol's own upkeep (heartbeats, the connection's claim, token
+	// renewals), then a ping to each shows it still takes commands. Rate
+	// and Storm are not used.
+	Idle bool
+	// RunnersPerSim caps the simulated runners of one runnersim process
+	// (each holds about five descriptors; a process may open 20,000
+	// here); the harness starts as many processes as it needs. Default
+	// 2,500.
+	RunnersPerSim int
 	// Dir holds the runners' state directories and the controller's
 	// output (default a temporary directory, removed at the end).
 	Dir string
@@ -87,6 +99,25 @@ type Result struct {
 	// runners' process's (its whole life; peak).
 	HostCPU, SimCPU time.Duration
 	HostRSS, SimRSS int64
+	// HostRSSEnd is this process's resident set at the end of an idle
+	// window less its resident set before the leases: what the held
+	// sessions keep once the setup's garbage went back to the system
+	// (the peak, HostRSS, is mostly right after the setup).
+	HostRSSEnd int64
+	// HostHeap and HostStacks are the Go heap in use and the goroutine
+	// stacks at the end of an idle window (after a GC) less before the
+	// leases: the sessions' share of HostRSSEnd that the Go runtime
+	// accounts (runtime.MemStats HeapInuse, StackInuse).
+	HostHeap, HostStacks int64
+	// Goroutines is this process's goroutines at the end of the window
+	// less those before the leases (the sessions' share).
+	Goroutines int
+	// Reconnects counts the connections the ingresses accepted over the
+	// idle window (an idle session that dropped and came back).
+	Reconnects int
+	// Refused counts the runner connections the controller's admission
+	// control refused over the run (berth.System.RunnerAdmission).
+	Refused int64
 	// DiskWritten is what this process wrote to disk over the window
 	// (/proc/self/io write_bytes), the store's server aside.
 	DiskWritten int64
@@ -116,8 +147,18 @@ func (r Result) String() string {
 	if r.Dropped > 0 {
 		storm = fmt.Sprintf(" dropped=%d reconnected=%d back_in=%s", r.Dropped, r.Reconnected, r.StormBack.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("setup=%s%s gaps=%d sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f usage/stored=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
-		r.Setup.Round(time.Millisecond), storm, r.Gaps, r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)), float64(r.UsageBytes)/float64(max(r.StoredBytes, 1)),
+	idle := ""
+	if r.Goroutines != 0 || r.Reconnects != 0 {
+		idle = fmt.Sprintf(" goroutines/session=%.2f reconnects=%d", float64(r.Goroutines)/n, r.Reconnects)
+	}
+	if r.HostRSSEnd != 0 {
+		idle += fmt.Sprintf(" rss/session at the end=%.0fKB (heap %.0fKB, stacks %.0fKB)", float64(r.HostRSSEnd)/n/1024, float64(r.HostHeap)/n/1024, float64(r.HostStacks)/n/1024)
+	}
+	if r.Refused != 0 {
+		idle += fmt.Sprintf(" refused=%d", r.Refused)
+	}
+	return fmt.Sprintf("setup=%s%s%s gaps=%d sessions=%d connected=%d offered=%.0fB/s stored=%.0fB/s (target %.0fB/s) stored/offered=%.4f usage/stored=%.4f dispatch p50=%s p99=%s host cpu=%.1f%% of a core rss/session=%.0fKB sim cpu=%s rss=%dMB disk/session-min=%.0fKB",
+		r.Setup.Round(time.Millisecond), storm, idle, r.Gaps, r.Sessions, r.Connected, r.OfferedBytesPerSec, r.StoredBytesPerSec, r.TargetBytesPerSec, float64(r.StoredBytes)/float64(max(r.OfferedBytes, 1)), float64(r.UsageBytes)/float64(max(r.StoredBytes, 1)),
 		r.DispatchP50.Round(time.Microsecond), r.DispatchP99.Round(time.Microsecond), 100*r.HostCPU.Seconds()/max(r.Elapsed.Seconds(), 1e-9),
 		float64(r.HostRSS)/n/1024, r.SimCPU.Round(time.Millisecond), r.SimRSS>>20, float64(r.DiskWritten)/n/max(r.Elapsed.Minutes(), 1e-9)/1024)
 }
@@ -133,17 +174,21 @@ const SimPackage = "github.com/berthdev/berth/internal/cmd/runnersim"
 // process), cfg.Sessions leases each attached to a simulated runner by a
 // first task (hello), then on every session a stream task for
 // cfg.Duration. It stops by itself: every task is bounded by Duration,
-// and the whole run by twice Duration and five minutes (and ctx).
+// and the whole run by twice Duration, five minutes and 100 ms a session
+// (and ctx).
 func Run(ctx context.Context, cfg Config) (res Result, err error) {
-	if cfg.SimBinary == "" || cfg.Sessions <= 0 || cfg.Rate <= 0 || cfg.Duration <= 0 {
-		return Result{}, errors.New("runnerload: SimBinary, Sessions, Rate and Duration are required")
+	if cfg.SimBinary == "" || cfg.Sessions <= 0 || cfg.Rate <= 0 && !cfg.Idle || cfg.Duration <= 0 {
+		return Result{}, errors.New("runnerload: SimBinary, Sessions, Rate (unless Idle) and Duration are required")
 	}
+	cfg.RunnersPerSim = cmp.Or(cfg.RunnersPerSim, defaultRunnersPerSim)
 	if cfg.Chunk <= 0 {
 		cfg.Chunk = 4096
 	}
 	// Bounded in time whatever happens: a task that never ends (a command
 	// lost on the way, a runner gone) fails the run instead of holding it.
-	ctx, cancelRun := context.WithTimeout(ctx, 2*cfg.Duration+5*time.Minute)
+	// The setup takes longer the more sessions there are (10,000 took
+	// ten minutes on two busy cores): 100 ms a session on top.
+	ctx, cancelRun := context.WithTimeout(ctx, 2*cfg.Duration+5*time.Minute+time.Duration(cfg.Sessions)*100*time.Millisecond)
 	defer cancelRun()
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "berth-runnerload-")
@@ -155,74 +200,34 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	res.Sessions = cfg.Sessions
 
-	// The simulated runners' process.
-	sim := exec.Command(cfg.SimBinary, filepath.Join(cfg.Dir, "runners"))
-	simIn, err := sim.StdinPipe()
-	if err != nil {
-		return res, err
-	}
-	simOut, err := sim.StdoutPipe()
-	if err != nil {
-		return res, err
-	}
-	var simErr strings.Builder
-	sim.Stderr = &simErr
-	if err := sim.Start(); err != nil {
-		return res, fmt.Errorf("runnerload: start %s: %w", cfg.SimBinary, err)
-	}
-	var tasks []simLine
-	var summary *simSummary
-	readDone := make(chan error, 1)
-	var linesMu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(simOut)
-		for sc.Scan() {
-			var l simLine
-			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				readDone <- err
-				return
-			}
-			linesMu.Lock()
-			if l.Summary != nil {
-				summary = l.Summary
-			} else {
-				tasks = append(tasks, l)
-			}
-			linesMu.Unlock()
-		}
-		readDone <- sc.Err()
-	}()
+	// The simulated runners' processes.
+	sim, err := startSims(cfg.SimBinary, cfg.Dir, cfg.Sessions, cfg.RunnersPerSim)
 	simClosed := false
 	closeSim := func() error {
 		if simClosed {
 			return nil
 		}
 		simClosed = true
-		simIn.Close()
-		rerr := <-readDone
-		werr := sim.Wait()
-		if werr != nil {
-			return fmt.Errorf("runnerload: runnersim: %v: %s", werr, simErr.String())
-		}
-		return rerr
+		return sim.close()
 	}
 	defer func() {
 		if !simClosed {
-			_ = sim.Process.Kill()
-			_ = closeSim()
+			simClosed = true
+			sim.kill()
 		}
 	}()
-	var inMu sync.Mutex
-	launchFn := func(l launch) error {
-		b, _ := json.Marshal(l)
-		inMu.Lock()
-		defer inMu.Unlock()
-		_, err := simIn.Write(append(b, '\n'))
-		return err
+	if err != nil {
+		return res, err
 	}
+	launchFn := sim.launch
 
 	// The System.
-	drv := &driver{Driver: fake.New(nil), launch: launchFn, ingresses: map[string]*ingress{}}
+	shared, err := newSharedListener()
+	if err != nil {
+		return res, fmt.Errorf("runnerload: ingress listener: %w", err)
+	}
+	defer shared.Close()
+	drv := &driver{Driver: fake.New(nil), launch: launchFn, ingresses: map[string]*ingress{}, shared: shared}
 	sys, st, closeSys, err := openSystem(ctx, cfg, drv)
 	if err != nil {
 		return res, err
@@ -239,8 +244,14 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 
 	// Leases and the first task of each (it attaches the runner).
-	runtime.GC()
-	rss0 := rss()
+	// The baseline with the heap's free memory given back to the system:
+	// garbage of what ran before in this process (envctl bench's earlier
+	// rows) would otherwise be counted against the sessions, or its
+	// release under them (a share below zero).
+	debug.FreeOSMemory()
+	rss0, goroutines0 := rss(), runtime.NumGoroutine()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	setup := time.Now()
 	handles := make([]*lease.Handle, cfg.Sessions)
 	connected := make([]bool, cfg.Sessions)
@@ -306,80 +317,129 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	cpu0, disk0 := cpuTime(), diskWritten()
 	stopRSS := sampleRSS(&res.HostRSS)
 	start := time.Now()
-	var pings sync.WaitGroup
+	var pings, storm sync.WaitGroup
+	accepted0 := make([]int, len(handles))
 	for i, h := range handles {
-		at := cfg.Duration/4 + time.Duration(int64(cfg.Duration/2)*int64(i)/int64(cfg.Sessions))
-		pings.Go(func() {
-			select {
-			case <-time.After(at):
-			case <-ctx.Done():
-				return
+		accepted0[i] = drv.accepted(h.SandboxID())
+	}
+	if cfg.Idle {
+		// Held idle for the window, then a ping to every session: each
+		// still takes commands.
+		select {
+		case <-time.After(cfg.Duration):
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		res.Elapsed = time.Since(start)
+		res.HostCPU, res.DiskWritten = cpuTime()-cpu0, diskWritten()-disk0
+		stopRSS()
+		res.HostRSSEnd = max(rss()-rss0, 0)
+		if p := os.Getenv("BERTH_RUNNERLOAD_HEAPPROFILE"); p != "" {
+			// What holds the idle sessions' memory (go tool pprof).
+			if f, err := os.Create(p); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				_ = f.Close()
 			}
+		}
+		runtime.GC()
+		res.Goroutines = runtime.NumGoroutine() - goroutines0
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		res.HostHeap, res.HostStacks = int64(ms.HeapInuse)-int64(ms0.HeapInuse), int64(ms.StackInuse)-int64(ms0.StackInuse)
+		for i, h := range handles {
+			res.Reconnects += drv.accepted(h.SandboxID()) - accepted0[i]
+		}
+		parallel(cfg.Sessions, 64, func(i int) {
+			h := handles[i]
 			t, err := h.Run(ctx, lease.Command{TaskID: "ping", Argv: []string{"sim", "hello", strconv.FormatInt(time.Now().UnixNano(), 10)}})
 			if err != nil {
-				fail(fmt.Errorf("runnerload: lease %s: ping: %w", h.ID(), err))
+				fail(fmt.Errorf("runnerload: lease %s: ping after the idle window: %w", h.ID(), err))
 				return
 			}
 			if ex, err := t.Wait(ctx); err != nil || ex.Code != 0 {
-				fail(fmt.Errorf("runnerload: lease %s (session %d of %d, its runner connected %d times): ping: %+v, %v", h.ID(), i, cfg.Sessions, drv.accepted(h.SandboxID()), ex, err))
+				fail(fmt.Errorf("runnerload: lease %s: ping after the idle window: %+v, %v", h.ID(), ex, err))
 			}
 		})
-	}
-	var storm sync.WaitGroup
-	if n := int(cfg.Storm * float64(cfg.Sessions)); n > 0 {
-		storm.Go(func() {
-			select {
-			case <-time.After(cfg.Duration / 2):
-			case <-ctx.Done():
-				return
-			}
-			dropped := handles[:min(n, len(handles))]
-			at := time.Now()
-			before := make([]int, len(dropped))
-			for i, h := range dropped {
-				var ok bool
-				if before[i], ok = drv.drop(h.SandboxID()); ok {
-					res.Dropped++
+	} else {
+		for i, h := range handles {
+			at := cfg.Duration/4 + time.Duration(int64(cfg.Duration/2)*int64(i)/int64(cfg.Sessions))
+			pings.Go(func() {
+				select {
+				case <-time.After(at):
+				case <-ctx.Done():
+					return
 				}
-			}
-			defer func() {
-				for i, h := range dropped {
-					if drv.accepted(h.SandboxID()) > before[i] {
-						res.Reconnected++
-					}
-				}
-			}()
-			parallel(len(dropped), len(dropped), func(i int) {
-				h := dropped[i]
-				t, err := h.Run(ctx, lease.Command{TaskID: "back", Argv: []string{"sim", "hello", strconv.FormatInt(time.Now().UnixNano(), 10)}})
+				t, err := h.Run(ctx, lease.Command{TaskID: "ping", Argv: []string{"sim", "hello", strconv.FormatInt(time.Now().UnixNano(), 10)}})
 				if err != nil {
-					fail(fmt.Errorf("runnerload: lease %s: after the drop: %w", h.ID(), err))
+					fail(fmt.Errorf("runnerload: lease %s: ping: %w", h.ID(), err))
 					return
 				}
 				if ex, err := t.Wait(ctx); err != nil || ex.Code != 0 {
-					fail(fmt.Errorf("runnerload: lease %s: after the drop: %+v, %v", h.ID(), ex, err))
+					fail(fmt.Errorf("runnerload: lease %s (session %d of %d, its runner connected %d times): ping: %+v, %v", h.ID(), i, cfg.Sessions, drv.accepted(h.SandboxID()), ex, err))
 				}
 			})
-			res.StormBack = time.Since(at)
+		}
+		if n := int(cfg.Storm * float64(cfg.Sessions)); n > 0 {
+			storm.Go(func() {
+				select {
+				case <-time.After(cfg.Duration / 2):
+				case <-ctx.Done():
+					return
+				}
+				dropped := handles[:min(n, len(handles))]
+				at := time.Now()
+				before := make([]int, len(dropped))
+				for i, h := range dropped {
+					var ok bool
+					if before[i], ok = drv.drop(h.SandboxID()); ok {
+						res.Dropped++
+					}
+				}
+				defer func() {
+					for i, h := range dropped {
+						if drv.accepted(h.SandboxID()) > before[i] {
+							res.Reconnected++
+						}
+					}
+				}()
+				parallel(len(dropped), len(dropped), func(i int) {
+					h := dropped[i]
+					t, err := h.Run(ctx, lease.Command{TaskID: "back", Argv: []string{"sim", "hello", strconv.FormatInt(time.Now().UnixNano(), 10)}})
+					if err != nil {
+						fail(fmt.Errorf("runnerload: lease %s: after the drop: %w", h.ID(), err))
+						return
+					}
+					if ex, err := t.Wait(ctx); err != nil || ex.Code != 0 {
+						fail(fmt.Errorf("runnerload: lease %s: after the drop: %+v, %v", h.ID(), ex, err))
+					}
+				})
+				res.StormBack = time.Since(at)
+			})
+		}
+		parallel(cfg.Sessions, cfg.Sessions, func(i int) {
+			h := handles[i]
+			t, err := h.Run(ctx, lease.Command{TaskID: "stream", Argv: []string{"sim", "stream", strconv.FormatInt(time.Now().UnixNano(), 10),
+				strconv.FormatInt(cfg.Rate, 10), cfg.Duration.String(), strconv.Itoa(cfg.Chunk)}})
+			if err != nil {
+				fail(fmt.Errorf("runnerload: lease %s: stream: %w", h.ID(), err))
+				return
+			}
+			if ex, err := t.Wait(ctx); err != nil || ex.Code != 0 {
+				fail(fmt.Errorf("runnerload: lease %s: stream: %+v, %v", h.ID(), ex, err))
+			}
 		})
 	}
-	parallel(cfg.Sessions, cfg.Sessions, func(i int) {
-		h := handles[i]
-		t, err := h.Run(ctx, lease.Command{TaskID: "stream", Argv: []string{"sim", "stream", strconv.FormatInt(time.Now().UnixNano(), 10),
-			strconv.FormatInt(cfg.Rate, 10), cfg.Duration.String(), strconv.Itoa(cfg.Chunk)}})
-		if err != nil {
-			fail(fmt.Errorf("runnerload: lease %s: stream: %w", h.ID(), err))
-			return
-		}
-		if ex, err := t.Wait(ctx); err != nil || ex.Code != 0 {
-			fail(fmt.Errorf("runnerload: lease %s: stream: %+v, %v", h.ID(), ex, err))
-		}
-	})
-	res.Elapsed = time.Since(start)
-	res.HostCPU, res.DiskWritten = cpuTime()-cpu0, diskWritten()-disk0
-	pings.Wait()
-	storm.Wait()
-	stopRSS()
+	a := sys.RunnerAdmission()
+	res.Refused = a.RefusedSessions + a.RefusedBytes
+	if !cfg.Idle {
+		res.Elapsed = time.Since(start)
+		res.HostCPU, res.DiskWritten = cpuTime()-cpu0, diskWritten()-disk0
+		pings.Wait()
+		storm.Wait()
+		stopRSS()
+		runtime.GC()
+		res.Goroutines = runtime.NumGoroutine() - goroutines0
+	}
 	res.HostRSS = max(res.HostRSS-rss0, 0)
 	if firstErr != nil {
 		return res, firstErr
@@ -394,6 +454,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	// Stored: the stream tasks' output events in the store (their
 	// refs' lengths), and the store's output usage of the tasks.
 	for _, h := range handles {
+		if cfg.Idle {
+			break // no stream to read back
+		}
 		sessions, err := rs.LeaseSessions(ctx, h.ID())
 		if err != nil {
 			return res, err
@@ -429,7 +492,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		}
 	}
 	var dispatch []time.Duration
-	for _, l := range tasks {
+	for _, l := range sim.tasks {
 		switch l.Task {
 		case "stream":
 			res.OfferedBytes += l.Offered
@@ -439,9 +502,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	slices.Sort(dispatch)
 	res.DispatchP50, res.DispatchP99 = quantile(dispatch, 0.50), quantile(dispatch, 0.99)
-	if summary != nil {
-		res.SimCPU, res.SimRSS, res.SimFailed, res.SimErrors = summary.CPU, summary.MaxRSS, summary.Failed, summary.Errors
-	}
+	res.SimCPU, res.SimRSS, res.SimFailed, res.SimErrors = sim.summary.CPU, sim.summary.MaxRSS, sim.summary.Failed, sim.summary.Errors
 	secs := res.Elapsed.Seconds()
 	res.TargetBytesPerSec = float64(cfg.Sessions) * float64(cfg.Rate)
 	res.OfferedBytesPerSec, res.StoredBytesPerSec = float64(res.OfferedBytes)/secs, float64(res.StoredBytes)/secs
@@ -492,6 +553,7 @@ type driver struct {
 	*fake.Driver
 	launch func(launch) error
 
+	shared    *sharedListener
 	mu        sync.Mutex
 	ingresses map[string]*ingress // by sandbox id
 }
@@ -553,11 +615,7 @@ func (s *sandbox) HostRunner(ctx context.Context, spec drivers.RunnerSpec) (driv
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("runnerload: ingress of %s: %w", s.ID(), err)
-	}
-	in := &ingress{Listener: l, launch: s.d.launch, conns: map[net.Conn]bool{}}
+	in := &ingress{Listener: s.d.shared.listener(), launch: s.d.launch, conns: map[net.Conn]bool{}}
 	s.d.mu.Lock()
 	s.d.ingresses[s.ID()] = in
 	s.d.mu.Unlock()
@@ -682,5 +740,11 @@ var (
 	// two shared cores): 5 of 20 sessions dropped at once halfway
 	// through a 4 s stream, a ping dispatched to each session while
 	// they stream and a task to each dropped one right after the drop.
-	StormSmall = Config{Sessions: 20, Rate: 40 << 10, Chunk: 4096, Duration: 4 * time.Second, Storm: 0.25}
+	// The runners are spread over two simulated runners' processes.
+	StormSmall = Config{Sessions: 20, Rate: 40 << 10, Chunk: 4096, Duration: 4 * time.Second, Storm: 0.25, RunnersPerSim: 10}
+	// IdleFull and IdleQuick are the runners-10k-idle row's: sessions
+	// held connected with nothing to do for the duration (issue 55's goal:
+	// 10,000 for 5 minutes, the host's RSS <= 100 KB a session).
+	IdleFull  = Config{Sessions: 10_000, Idle: true, Duration: 5 * time.Minute}
+	IdleQuick = Config{Sessions: 500, Idle: true, Duration: 20 * time.Second}
 )
