@@ -60,8 +60,10 @@ type Result struct {
 	Clients  int
 	Duration time.Duration
 	Summary  *Summary // the generator's report
-	// ReadP99 is the largest p99 of the read kinds (ReadKinds).
-	ReadP99 time.Duration
+	// ReadP99 is the largest p99 of the read kinds (ReadKinds);
+	// BaselineP99 the p99 of the same reads by one client alone, before
+	// the load.
+	ReadP99, BaselineP99 time.Duration
 	// Requests is every request the clients made; Answered those answered
 	// 2xx or 429; Quota the 429s; Errors the rest (any other status, or
 	// no answer).
@@ -74,6 +76,8 @@ type Result struct {
 	// ServerCPU is the server process's CPU over the generator's life
 	// (its tasks' processes aside), ServerRSS its peak RSS; GenCPU and
 	// GenRSS the generator's.
+	streams           int
+	rate              int64
 	ServerCPU, GenCPU time.Duration
 	ServerRSS, GenRSS int64
 	// Start is the server's start (to listening), Setup the environment
@@ -82,15 +86,21 @@ type Result struct {
 	Start, Setup, Load, Stop time.Duration
 }
 
-// StreamBytesPerSec is the followers' bytes read per second of the
-// window, and StreamWrittenPerSec the runs' bytes written.
+// StreamBytesPerSec is the rate the followers read, summed: each one's
+// bytes from its first output event to its last over that time.
+// StreamWrittenPerSec is the rate the runs wrote (their pace, summed).
+// Below it, the streams fell behind the output.
 func (r *Result) StreamBytesPerSec() float64 {
-	return float64(r.StreamRead) / max(r.Summary.Elapsed.Seconds(), 1e-9)
+	var sum float64
+	for _, f := range r.Summary.Follow {
+		if d := f.LastByte - f.FirstByte; d > 0 {
+			sum += float64(f.Read-f.FirstBytes) / d.Seconds()
+		}
+	}
+	return sum
 }
 
-func (r *Result) StreamWrittenPerSec() float64 {
-	return float64(r.StreamWritten) / max(r.Summary.Elapsed.Seconds(), 1e-9)
-}
+func (r *Result) StreamWrittenPerSec() float64 { return float64(r.streams) * float64(r.rate) }
 
 // String is one line of figures.
 func (r *Result) String() string {
@@ -98,17 +108,17 @@ func (r *Result) String() string {
 		return "no result"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d clients for %s: %d requests (%.0f/s), %d answered 2xx or 429, %d 429s, %d errors; read p99 %s;",
+	fmt.Fprintf(&b, "%d clients for %s: %d requests (%.0f/s), %d answered 2xx or 429, %d 429s, %d errors; read p99 %s (one client alone: %s);",
 		r.Clients, r.Duration, r.Requests, float64(r.Requests)/max(r.Summary.Elapsed.Seconds(), 1e-9), r.Answered, r.Quota, r.Errors,
-		r.ReadP99.Round(time.Microsecond))
+		r.ReadP99.Round(time.Microsecond), r.BaselineP99.Round(time.Microsecond))
 	for _, k := range []string{KindListEnvironments, KindReadLease, KindOpenStream, KindStartRun} {
 		if s := r.Summary.Kinds[k]; s != nil {
 			fmt.Fprintf(&b, " %s %d p50 %s p99 %s max %s statuses %v;", k, s.Count, s.P50.Round(time.Microsecond),
 				s.P99.Round(time.Microsecond), s.Max.Round(time.Millisecond), s.Statuses)
 		}
 	}
-	fmt.Fprintf(&b, " streams %d of %d bytes read (%.1f KB/s), kept up %v; server CPU %s (%.0f%% of a core), peak RSS %d MiB; generator CPU %s, peak RSS %d MiB; server start %s, setup %s, load %s, stop %s",
-		r.StreamRead, r.StreamWritten, r.StreamBytesPerSec()/1024, r.KeptUp, r.ServerCPU.Round(time.Millisecond),
+	fmt.Fprintf(&b, " streams %d of %d bytes read (%.1f KB/s read, %.1f written), kept up %v; server CPU %s (%.0f%% of a core), peak RSS %d MiB; generator CPU %s, peak RSS %d MiB; server start %s, setup %s, load %s, stop %s",
+		r.StreamRead, r.StreamWritten, r.StreamBytesPerSec()/1024, r.StreamWrittenPerSec()/1024, r.KeptUp, r.ServerCPU.Round(time.Millisecond),
 		100*r.ServerCPU.Seconds()/max(r.Summary.Elapsed.Seconds(), 1e-9), r.ServerRSS>>20, r.GenCPU.Round(time.Millisecond), r.GenRSS>>20,
 		r.Start.Round(time.Millisecond), r.Setup.Round(time.Millisecond), r.Load.Round(time.Millisecond), r.Stop.Round(time.Millisecond))
 	return b.String()
@@ -229,11 +239,17 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if err := gen.Run(); err != nil {
 		return nil, fmt.Errorf("apiload: the generator: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	res = &Result{Start: started, Setup: setup, Load: time.Since(t1), Clients: cfg.Clients, Duration: cfg.Duration, ServerCPU: srv.cpu() - cpu0, ServerRSS: procField(srv.cmd.Process.Pid, "VmHWM:") << 10}
+	res = &Result{streams: cfg.Streams, rate: cfg.StreamRate, Start: started, Setup: setup, Load: time.Since(t1), Clients: cfg.Clients, Duration: cfg.Duration, ServerCPU: srv.cpu() - cpu0, ServerRSS: procField(srv.cmd.Process.Pid, "VmHWM:") << 10}
 	if err := json.Unmarshal(out.Bytes(), &res.Summary); err != nil {
 		return nil, fmt.Errorf("apiload: the generator's summary: %w: %s", err, out.Bytes())
 	}
 	res.GenCPU, res.GenRSS = res.Summary.CPU, res.Summary.MaxRSS
+	if b := res.Summary.Baseline; b != nil {
+		res.BaselineP99 = b.P99
+		if b.Errors != 0 {
+			return res, fmt.Errorf("apiload: %d of the baseline's %d reads failed: %v", b.Errors, b.Count, b.Samples)
+		}
+	}
 	for k, s := range res.Summary.Kinds {
 		res.Requests += s.Count
 		res.Quota += s.Quota

@@ -74,18 +74,22 @@ type KindSummary struct {
 }
 
 // FollowSummary is one follower of a run's output: Read of Written
-// bytes, and when the last of them arrived (LastByte, from the
-// generator's start) against the window (Duration). KeptUp: every byte
-// arrived and the run's end was seen within the grace.
+// bytes, and when the first and last of them arrived (from the
+// generator's start). KeptUp: every byte arrived and the run's end was
+// seen within the grace.
 type FollowSummary struct {
 	Run      string        `json:"run"`
 	Written  int64         `json:"written"`
 	Read     int64         `json:"read"`
 	Events   int           `json:"events"`
 	LastByte time.Duration `json:"lastByte"`
-	Ended    bool          `json:"ended"`
-	KeptUp   bool          `json:"keptUp"`
-	Error    string        `json:"error,omitempty"`
+	// FirstByte is when the first output event arrived, FirstBytes its
+	// size: the rate read is (Read-FirstBytes)/(LastByte-FirstByte).
+	FirstByte  time.Duration `json:"firstByte"`
+	FirstBytes int64         `json:"firstBytes"`
+	Ended      bool          `json:"ended"`
+	KeptUp     bool          `json:"keptUp"`
+	Error      string        `json:"error,omitempty"`
 }
 
 // Summary is the generator's report, one JSON object on its stdout.
@@ -94,6 +98,9 @@ type Summary struct {
 	Elapsed time.Duration           `json:"elapsed"` // the clients' window
 	Kinds   map[string]*KindSummary `json:"kinds"`
 	Follow  []FollowSummary         `json:"follow"`
+	// Baseline is the reads (ReadKinds, alternated) of one client alone,
+	// before the load: the anchor of the reads' latency under load.
+	Baseline *KindSummary `json:"baseline"`
 	// CPU and MaxRSS are the generator process's own.
 	CPU    time.Duration `json:"cpu"`
 	MaxRSS int64         `json:"maxRSS"`
@@ -175,6 +182,11 @@ func Generate(ctx context.Context, cfg GenConfig) (*Summary, error) {
 	for _, k := range Kinds {
 		g.stats[k] = &kindStats{statuses: map[int]int{}}
 	}
+	// The baseline: one client's reads alone.
+	base := &kindStats{statuses: map[int]int{}}
+	for i := range baselineReads {
+		g.one(ctx, ReadKinds[i%len(ReadKinds)], i, base)
+	}
 	start := time.Now()
 	follow := make([]FollowSummary, len(cfg.Streams))
 	var fwg sync.WaitGroup
@@ -186,14 +198,15 @@ func Generate(ctx context.Context, cfg GenConfig) (*Summary, error) {
 	for c := range cfg.Clients {
 		wg.Go(func() {
 			for i := c; time.Now().Before(end) && ctx.Err() == nil; i++ {
-				g.one(ctx, Kinds[i%len(Kinds)], c+i)
+				k := Kinds[i%len(Kinds)]
+				g.one(ctx, k, c+i, g.stats[k])
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	fwg.Wait()
-	s := &Summary{Clients: cfg.Clients, Elapsed: elapsed, Kinds: map[string]*KindSummary{}, Follow: follow}
+	s := &Summary{Clients: cfg.Clients, Elapsed: elapsed, Kinds: map[string]*KindSummary{}, Follow: follow, Baseline: base.summary()}
 	for k, st := range g.stats {
 		s.Kinds[k] = st.summary()
 	}
@@ -235,10 +248,12 @@ func (g *gen) request(ctx context.Context, method, path string, body any) (*http
 	return req, nil
 }
 
+// baselineReads is how many reads the baseline makes.
+const baselineReads = 40
+
 // one sends one request of kind (n picks the lease or stream) and
-// records it.
-func (g *gen) one(ctx context.Context, kind string, n int) {
-	st := g.stats[kind]
+// records it in st.
+func (g *gen) one(ctx context.Context, kind string, n int, st *kindStats) {
 	if kind == KindOpenStream {
 		g.openStream(ctx, n%len(g.cfg.Streams), st)
 		return
@@ -390,6 +405,9 @@ func (g *gen) follow(ctx context.Context, i int, start time.Time) FollowSummary 
 				fs.Read += int64(len(c.Text))
 				fs.Events++
 				fs.LastByte = time.Since(start)
+				if fs.Events == 1 {
+					fs.FirstByte, fs.FirstBytes = fs.LastByte, fs.Read
+				}
 				from = c.Seq
 				g.heads[i].Store(c.Seq)
 			case "error":
