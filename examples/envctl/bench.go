@@ -222,6 +222,7 @@ func runBench(ctx context.Context, g *globals, args []string) error {
 	}
 	planned["plugin"] = b.pluginPlanned()
 	b.addLoadRows(workloads, planned)
+	b.addAPILoadRows(workloads, planned)
 	var failures []error
 	for _, w := range selected {
 		if err := ctx.Err(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -183,7 +184,21 @@ func DefaultPlatform(ctx context.Context) (qualification.Platform, error) {
 	return p, nil
 }
 
+// exeDigest is the running binary's digest, computed once per process:
+// the binary a process runs does not change under it, and a process that
+// starts many runners (the fake driver's, in the host's process) would
+// otherwise hash its whole executable for each one.
+var exeDigest struct {
+	mu  sync.Mutex
+	sum string
+}
+
 func executableDigest() (string, error) {
+	exeDigest.mu.Lock()
+	defer exeDigest.mu.Unlock()
+	if exeDigest.sum != "" {
+		return exeDigest.sum, nil
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("runner: binary digest: %w", err)
@@ -197,5 +212,6 @@ func executableDigest() (string, error) {
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("runner: binary digest of %s: %w", exe, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	exeDigest.sum = hex.EncodeToString(h.Sum(nil))
+	return exeDigest.sum, nil
 }
