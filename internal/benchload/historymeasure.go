@@ -223,12 +223,7 @@ func MeasureHistory(ctx context.Context, anchorURL, fullURL string, anchor, full
 // firstPage is an environment's first page of history: its HistoryPage
 // newest leases.
 func firstPage(ctx context.Context, sys *berth.System, env string) ([]*lease.Lease, error) {
-	ls, err := sys.Leases().List(ctx, operator, lease.Filter{Environment: env})
-	if err != nil {
-		return nil, err
-	}
-	slices.Reverse(ls)
-	return ls[:min(len(ls), HistoryPage)], nil
+	return sys.Leases().List(ctx, operator, lease.Filter{Environment: env, Newest: true, Limit: HistoryPage})
 }
 
 func median(v []float64) float64 {
