@@ -67,8 +67,9 @@ type History struct {
 // claims and holders cleared), so that every other column has the form
 // the store itself writes; the two model rows are deleted after. On
 // PostgreSQL the table is vacuumed and analyzed after, as autovacuum
-// would have done to a table that grew over weeks; SQLite stores keep no
-// statistics, and none are made.
+// would have done to a table that grew over weeks, and a checkpoint
+// writes the fill out; SQLite stores keep no statistics, and none are
+// made.
 func FillHistory(ctx context.Context, storeURL string, cfg HistoryConfig) (History, error) {
 	cfg.Environments = max(cfg.Environments, 1)
 	h := History{HistoryConfig: cfg}
@@ -292,6 +293,11 @@ func (d rawDialect) fill(ctx context.Context, db *sql.DB, ended, live string, h 
 	if d == rawPostgres {
 		if _, err := db.ExecContext(ctx, "VACUUM ANALYZE leases"); err != nil {
 			return fmt.Errorf("benchload: history: vacuum: %w", err)
+		}
+		// The fill's dirty pages are written now, not by the checkpointer
+		// while the measurements run.
+		if _, err := db.ExecContext(ctx, "CHECKPOINT"); err != nil {
+			return fmt.Errorf("benchload: history: checkpoint: %w", err)
 		}
 	} else if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		return fmt.Errorf("benchload: history: checkpoint: %w", err)
