@@ -272,6 +272,12 @@ func (s *memoryStore) ListLeases(ctx context.Context, f Filter) ([]*Lease, error
 	}
 	s.mu.Unlock()
 	sortLeases(out)
+	if f.Newest {
+		slices.Reverse(out)
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
+	"github.com/berthdev/berth/internal/leasetune"
 	"github.com/berthdev/berth/lease"
 )
 
@@ -161,5 +163,40 @@ func TestSecretsRetiredWhileStartingMakeNoSandbox(t *testing.T) {
 	ls, _ := w.store.ListLeases(bg, lease.Filter{})
 	if len(ls) != 1 || ls[0].Status != lease.StatusFailed {
 		t.Errorf("lease records %+v; want one failed", ls)
+	}
+}
+
+func TestRetentionPrunesInBatchesUntilCaughtUp(t *testing.T) {
+	t.Parallel()
+	// Issue 55 item 4: a sweep prunes in batches of its limit until the
+	// records past the retention are gone or 50 batches were removed, so
+	// that pruning keeps up with more ended leases than one batch
+	// between two sweeps. Here the limit is 1: 53 records take two sweeps.
+	const retention = time.Hour
+	tune := func(o *mopts) {
+		o.PruneAfter = retention
+		knobs(o, func(k *leasetune.Knobs) { k.SweepLimit = 1 })
+	}
+	w := newWorld(t, worldOpts{options: tune})
+	for i := range 53 {
+		h := w.acquire(lease.Ephemeral, fmt.Sprint("r", i))
+		if _, err := h.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.clk.Advance(retention + time.Minute)
+	kept := w.acquire(lease.Ephemeral, "within")
+	if _, err := kept.Release(bg, lease.ReleaseOptions{Disposition: lease.Destroy}); err != nil {
+		t.Fatal(err)
+	}
+	m := w.newManager(tune)
+	for _, want := range []int{50, 3, 0} {
+		rep, err := m.Sweep(bg, op)
+		if err != nil || rep.Pruned != want {
+			t.Fatalf("sweep = %+v, %v; want %d records pruned", rep, err, want)
+		}
+	}
+	if _, err := w.store.GetLease(bg, kept.ID()); err != nil {
+		t.Errorf("the lease within the retention was pruned: %v", err)
 	}
 }

@@ -186,6 +186,15 @@ type Filter struct {
 	// that keep a resumable sandbox. SQL stores read them through an
 	// index, so the cost follows the live leases, not the history.
 	Live bool
+	// Newest, if set, orders the leases newest first (by AcquiredAt, then
+	// ID, both descending) instead of oldest first.
+	Newest bool
+	// Limit, if above 0, keeps the first Limit leases of that order: a
+	// page, such as an environment's newest leases. SQL stores read an
+	// environment's page through its index by acquisition time, so its
+	// cost follows the page, not the history. Manager.List cuts the page
+	// before it leaves out the leases the principal may not read.
+	Limit int
 }
 
 // match reports whether l matches f (SQL stores translate f into a WHERE

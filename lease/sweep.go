@@ -33,7 +33,8 @@ type SweepReport struct {
 	// sandboxes (no orphan search possible) or could not be listed.
 	EnvironmentsSkipped int `json:"environmentsSkipped"`
 	// Pruned counts records of ended leases removed after
-	// Options.PruneAfter.
+	// Options.PruneAfter: at most 50 batches of the sweep's limit (5,000
+	// by default) per sweep.
 	Pruned int `json:"pruned"`
 	// Pools counts the warm-pool members retired (refills run in the
 	// background after the sweep).
@@ -80,13 +81,39 @@ func (m *Manager) Sweep(ctx context.Context, p authz.Principal) (SweepReport, er
 	}
 	err = errors.Join(m.sweepPools(ctx, &rep), m.sweepOrphans(ctx, &rep))
 	if m.o.PruneAfter > 0 {
-		n, perr := m.store.PruneLeases(ctx, m.now().Add(-m.o.PruneAfter), m.o.knobs.SweepLimit)
+		n, perr := m.prune(ctx)
 		rep.Pruned = n
 		if perr != nil {
 			err = errors.Join(err, fmt.Errorf("lease: sweep: pruning ended leases: %w", perr))
 		}
 	}
 	return rep, err
+}
+
+// pruneBatches bounds the prune batches (of the sweep limit each) of one
+// Sweep: 5,000 records at the default limit, so that pruning keeps up
+// with hosts that end thousands of leases between sweeps and catches up
+// on a backlog (a million records past a new retention) within a few
+// hundred sweeps, while each batch is a short statement of its own.
+const pruneBatches = 50
+
+// prune removes the records of ended leases past the retention, in
+// batches of the sweep limit, until a batch finds fewer than that or
+// pruneBatches were removed; it returns how many it removed.
+func (m *Manager) prune(ctx context.Context) (int, error) {
+	before := m.now().Add(-m.o.PruneAfter)
+	total := 0
+	for range pruneBatches {
+		n, err := m.store.PruneLeases(ctx, before, m.o.knobs.SweepLimit)
+		total += n
+		if err != nil || n < m.o.knobs.SweepLimit {
+			return total, err
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 func (m *Manager) sweepOne(ctx context.Context, l *Lease, now time.Time, rep *SweepReport) {

@@ -77,6 +77,9 @@ default all):
                  64 MiB of a streaming exec's stdout, median of 5
                  (plugin-stream); the fake's exec through its plugin minus
                  compiled in, in µs per call (plugin-call)
+  leases-1m      lease operations on a store of 1,000,000 ended and 10,000
+                 live leases (SQLite, PostgreSQL) vs the same live leases
+                 without the history; --quick: 20,000 and 1,000
 It starts what it needs the way berth's tests do (sshd, a loopback
 registry, a busybox test image, the runner built from the module's source)
 and removes it all at the end; a missing component skips its rows.

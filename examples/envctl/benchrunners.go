@@ -32,6 +32,8 @@ func (b *bench) addLoadRows(workloads map[string]func(*benchTB) []benchRow, plan
 	planned["runners-10k-idle"] = []benchRow{{Workload: b.idleName() + ": host RSS per session", Anchor: "goal 100 KB (issue 55)", Unit: "KB"}}
 	workloads["reconnect-storm"] = b.stormRows
 	planned["reconnect-storm"] = []benchRow{{Workload: b.stormName(), Anchor: "goal 30 s (issue 55)", Unit: "s"}}
+	workloads["leases-1m"] = b.historyRows
+	planned["leases-1m"] = b.historyPlanned()
 }
 
 // stormConfig is runnerload.StormFull, or quickStorm under --quick.

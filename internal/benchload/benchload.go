@@ -86,7 +86,16 @@ func (r Result) String() string {
 // and then its database. It lifts the instance's lease quotas (its
 // settings): the workloads hold more live leases of one company.
 func OpenSystem(ctx context.Context, storeURL string, fk *fake.Driver) (sys *berth.System, close func() error, err error) {
-	opts := &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true, Leases: &lease.Options{InstanceID: InstanceID}}
+	sys, _, close, err = openSystem(ctx, storeURL, fk, lease.Options{})
+	return sys, close, err
+}
+
+// openSystem is OpenSystem with the lease manager's options lo (its
+// InstanceID set here); it also returns the System's lease store (nil on
+// memory).
+func openSystem(ctx context.Context, storeURL string, fk *fake.Driver, lo lease.Options) (sys *berth.System, leases lease.Store, close func() error, err error) {
+	lo.InstanceID = InstanceID
+	opts := &berth.Options{Drivers: []drivers.Driver{fk}, TestMode: true, MemorySecrets: true, Leases: &lo}
 	var closeDB func() error
 	switch {
 	case storeURL == "" || storeURL == "memory":
@@ -94,21 +103,22 @@ func OpenSystem(ctx context.Context, storeURL string, fk *fake.Driver) (sys *ber
 	case strings.HasPrefix(storeURL, "sqlite:"):
 		db, err := sqlite.Open(ctx, storeURL)
 		if err != nil {
-			return nil, nil, fmt.Errorf("benchload: %w", err)
+			return nil, nil, nil, fmt.Errorf("benchload: %w", err)
 		}
 		opts.Stores, closeDB = db.Stores(), db.Close
 	case strings.HasPrefix(storeURL, "postgres://"), strings.HasPrefix(storeURL, "postgresql://"):
 		db, err := postgres.Open(ctx, storeURL)
 		if err != nil {
-			return nil, nil, fmt.Errorf("benchload: %w", err)
+			return nil, nil, nil, fmt.Errorf("benchload: %w", err)
 		}
 		opts.Stores, closeDB = db.Stores(), db.Close
 	default:
-		return nil, nil, fmt.Errorf("benchload: store %q: want memory, sqlite:///path or postgres://", storeURL)
+		return nil, nil, nil, fmt.Errorf("benchload: store %q: want memory, sqlite:///path or postgres://", storeURL)
 	}
+	leases = opts.Stores.Leases
 	sys, err = berth.New(ctx, opts)
 	if err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("benchload: %w", err), closeDB())
+		return nil, nil, nil, errors.Join(fmt.Errorf("benchload: %w", err), closeDB())
 	}
 	// The workloads hold more live leases of one company than the
 	// instance's default lease quotas allow: the bench's instance has none.
@@ -118,9 +128,9 @@ func OpenSystem(ctx context.Context, storeURL string, fk *fake.Driver) (sys *ber
 		c.QuotaPerCompanyEnvironment = none
 		return nil
 	}); err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("benchload: lifting the lease quotas: %w", err), sys.Close(), closeDB())
+		return nil, nil, nil, errors.Join(fmt.Errorf("benchload: lifting the lease quotas: %w", err), sys.Close(), closeDB())
 	}
-	return sys, func() error { return errors.Join(sys.Close(), closeDB()) }, nil
+	return sys, leases, func() error { return errors.Join(sys.Close(), closeDB()) }, nil
 }
 
 // NewEnvironment saves a new environment of the fake driver (named name

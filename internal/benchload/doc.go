@@ -19,4 +19,18 @@
 // first (connections opened, statements prepared, the first sweeps) and
 // then measures its duration: the figures are steady rates. The workloads
 // measure; they assert no time.
+//
+// A million lease records (issue 55): FillHistory fills an empty store
+// with ended and live leases by bulk SQL, copies of two leases the real
+// manager wrote (every column in the store's own form; the suite's
+// TestFillHistory reads a fill back through the real stores), and
+// HistoryFile keeps a SQLite fill in the user's cache directory keyed by
+// the schema version and copies it per run. MeasureHistory measures the
+// lease operations on a filled store and on one without the history,
+// alternately, and checks that pruning follows the retention:
+//
+//	full, _ := benchload.HistoryFile(ctx, "/tmp/full.db", "", benchload.HistoryConfig{Ended: 1_000_000, Live: 10_000, Environments: 4})
+//	anchor, _ := benchload.HistoryFile(ctx, "/tmp/anchor.db", "", benchload.HistoryConfig{Ended: 5_000, Live: 10_000, Environments: 4})
+//	res, err := benchload.MeasureHistory(ctx, "sqlite:///tmp/anchor.db", "sqlite:///tmp/full.db", anchor, full, benchload.HistoryRun{Rounds: 5, Cycles: 2 * time.Second})
+//	// res.Costs[i].Ratio(): full over anchor, per operation
 package benchload

@@ -291,6 +291,13 @@ func testList(t *testing.T, s lease.Store) {
 		{lease.Filter{Environment: "e1", Run: "r1", Statuses: []lease.Status{lease.StatusActive}}, []string{"c"}},
 		{lease.Filter{ProviderLeaseID: "p3", Live: true}, []string{}},
 		{lease.Filter{ProviderLeaseID: "p1", Live: true}, []string{"c"}},
+		// Pages: newest first, and the first Limit of the order.
+		{lease.Filter{Newest: true}, []string{"c", "a", "b"}},
+		{lease.Filter{Limit: 2}, []string{"b", "a"}},
+		{lease.Filter{Newest: true, Limit: 2}, []string{"c", "a"}},
+		{lease.Filter{Environment: "e1", Newest: true, Limit: 1}, []string{"c"}},
+		{lease.Filter{Environment: "e1", Limit: 5}, []string{"a", "c"}},
+		{lease.Filter{Live: true, Newest: true, Limit: 1}, []string{"c"}},
 	}
 	for _, tt := range tests {
 		got, err := s.ListLeases(context.Background(), tt.f)

@@ -458,21 +458,53 @@ func (db *DB) findLeaseBy(ctx context.Context, column, key string) (*lease.Lease
 
 // ListLeases implements lease.Store: the leases matching f (as f.Match
 // decides), ordered by AcquiredAt (none first), then ID in byte order.
+//
+// A page (f.Limit) is read in two parts, each in an order an index on
+// acquired_at yields on both databases, so that an environment's page
+// reads that many entries of leases_environment_acquired whatever its
+// history: the leases without an acquisition time (first in the oldest
+// first order, last newest first) and those with one. One ORDER BY with
+// NULLS FIRST or LAST would not do: SQLite puts NULLs first in ascending
+// order and PostgreSQL last, and an index serves only its own.
 func (db *DB) ListLeases(ctx context.Context, f lease.Filter) ([]*lease.Lease, error) {
-	q, args := db.listLeasesSQL(f)
-	rows, err := db.reads().query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: list leases: %w", err)
+	parts := []listPart{listAll}
+	if f.Limit > 0 {
+		parts = []listPart{listNull, listTimed}
+		if f.Newest {
+			parts = []listPart{listTimed, listNull}
+		}
 	}
-	out, err := scanLeases(rows)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: list leases: %w", err)
+	var out []*lease.Lease
+	for _, part := range parts {
+		q, args := db.listLeasesSQL(f, part, f.Limit-len(out))
+		rows, err := db.reads().query(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: list leases: %w", err)
+		}
+		ls, err := scanLeases(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: list leases: %w", err)
+		}
+		out = append(out, ls...)
+		if f.Limit > 0 && len(out) >= f.Limit {
+			break
+		}
 	}
 	return out, nil
 }
 
-// listLeasesSQL is ListLeases' query of f and its arguments.
-func (db *DB) listLeasesSQL(f lease.Filter) (string, []any) {
+// listPart is which leases of a filter one query of ListLeases reads.
+type listPart int
+
+const (
+	listAll   listPart = iota // every lease, in the filter's order
+	listNull                  // those without an acquisition time, by id
+	listTimed                 // those with one, by acquired_at and id
+)
+
+// listLeasesSQL is ListLeases' query of f's leases of part, at most limit
+// of them when f.Limit is set, and its arguments.
+func (db *DB) listLeasesSQL(f lease.Filter, part listPart, limit int) (string, []any) {
 	from := " FROM leases"
 	if (f.Live || allLive(f.Statuses)) && f.ProviderLeaseID == "" {
 		// SQLite would otherwise read an environment's whole history
@@ -507,7 +539,25 @@ func (db *DB) listLeasesSQL(f lease.Filter) (string, []any) {
 			args = append(args, string(s))
 		}
 	}
-	q += " ORDER BY acquired_at NULLS FIRST, id" + db.d.collateC()
+	desc := ""
+	if f.Newest {
+		desc = " DESC"
+	}
+	switch part {
+	case listAll:
+		nulls := " NULLS FIRST"
+		if f.Newest {
+			nulls = " NULLS LAST"
+		}
+		q += " ORDER BY acquired_at" + desc + nulls + ", id" + db.d.collateC() + desc
+	case listNull:
+		q += " AND acquired_at IS NULL ORDER BY id" + db.d.collateC() + desc
+	case listTimed:
+		q += " AND acquired_at IS NOT NULL ORDER BY acquired_at" + desc + ", id" + db.d.collateC() + desc
+	}
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", max(limit, 1))
+	}
 	return q, args
 }
 

@@ -31,11 +31,14 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 		}
 	}
 	now := nanos(time.Now())
-	usage, usageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Live: true})
-	live, liveArgs := db.listLeasesSQL(lease.Filter{Live: true})
-	pooled, pooledArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Company: authz.InstanceCompany, Statuses: []lease.Status{lease.StatusPooled, lease.StatusStarting}})
-	byID, byIDArgs := db.listLeasesSQL(lease.Filter{ProviderLeaseID: "sbx-1"})
-	history, historyArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1"})
+	usage, usageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Live: true}, listAll, 0)
+	live, liveArgs := db.listLeasesSQL(lease.Filter{Live: true}, listAll, 0)
+	pooled, pooledArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Company: authz.InstanceCompany, Statuses: []lease.Status{lease.StatusPooled, lease.StatusStarting}}, listAll, 0)
+	byID, byIDArgs := db.listLeasesSQL(lease.Filter{ProviderLeaseID: "sbx-1"}, listAll, 0)
+	history, historyArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1"}, listAll, 0)
+	page, pageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Newest: true, Limit: 50}, listTimed, 50)
+	oldest, oldestArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Limit: 50}, listTimed, 50)
+	untimed, untimedArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Newest: true, Limit: 50}, listNull, 50)
 	queries := []struct {
 		name  string
 		q     string
@@ -49,6 +52,11 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 		{"prune candidates", db.prunePickSQL(100), []any{now, "", now}, "leases_ended (released_at>? AND released_at<?)"},
 		{"by provider id", byID, byIDArgs, "leases_provider_id (provider_lease_id=?)"},
 		{"environment history", history, historyArgs, "leases_environment_acquired (environment_id=?)"},
+		// A page of an environment's history reads as many index entries
+		// as it holds (issue 55): in the index's order, no sort.
+		{"environment history page, newest", page, pageArgs, "leases_environment_acquired (environment_id=? AND acquired_at>?)"},
+		{"environment history page, oldest", oldest, oldestArgs, "leases_environment_acquired (environment_id=? AND acquired_at>?)"},
+		{"environment history page, no acquisition time", untimed, untimedArgs, "leases_environment_acquired (environment_id=? AND acquired_at=?)"},
 	}
 	for _, q := range queries {
 		rows, err := db.reads().query(ctx, "EXPLAIN QUERY PLAN "+q.q, q.args...)
@@ -78,6 +86,9 @@ func TestLeaseQueriesUseIndexes(t *testing.T) {
 		}
 		if !read {
 			t.Errorf("%s reads no leases:\n%s", q.name, strings.Join(plan, "\n"))
+		}
+		if strings.HasPrefix(q.name, "environment history page") && strings.Contains(strings.Join(plan, "\n"), "TEMP B-TREE") {
+			t.Errorf("%s sorts what it read instead of reading the index in order:\n%s", q.name, strings.Join(plan, "\n"))
 		}
 	}
 }
@@ -123,6 +134,7 @@ func TestLeaseQueriesUseIndexesPostgres(t *testing.T) {
 		}
 		l := leasetest.Sample(fmt.Sprint("l", i), st, "", "")
 		l.Environment, l.ProviderLeaseID, l.ReleasedAt = "env-1", fmt.Sprint("sbx-", i), time.Now()
+		l.AcquiredAt = l.AcquiredAt.Add(time.Duration(i) * time.Second)
 		if _, err := db.InsertLease(ctx, l, lease.Quotas{}); err != nil {
 			t.Fatal(err)
 		}
@@ -131,8 +143,10 @@ func TestLeaseQueriesUseIndexesPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := nanos(time.Now())
-	usage, usageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Live: true})
-	byID, byIDArgs := db.listLeasesSQL(lease.Filter{ProviderLeaseID: "sbx-7"})
+	usage, usageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Live: true}, listAll, 0)
+	byID, byIDArgs := db.listLeasesSQL(lease.Filter{ProviderLeaseID: "sbx-7"}, listAll, 0)
+	page, pageArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Newest: true, Limit: 50}, listTimed, 50)
+	oldest, oldestArgs := db.listLeasesSQL(lease.Filter{Environment: "env-1", Limit: 50}, listTimed, 50)
 	for _, q := range []struct {
 		name, q, index string
 		args           []any
@@ -141,6 +155,8 @@ func TestLeaseQueriesUseIndexesPostgres(t *testing.T) {
 		{"sweep candidates", db.sweepPickSQL(100), "leases_live", []any{now, now, now, "", now}},
 		{"prune candidates", db.prunePickSQL(100), "leases_ended", []any{now, "", now}},
 		{"by provider id", byID, "leases_provider_id", byIDArgs},
+		{"environment history page, newest", page, "leases_environment_acquired", pageArgs},
+		{"environment history page, oldest", oldest, "leases_environment_acquired", oldestArgs},
 	} {
 		rows, err := db.reads().query(ctx, "EXPLAIN "+q.q, q.args...)
 		if err != nil {
@@ -158,6 +174,14 @@ func TestLeaseQueriesUseIndexesPostgres(t *testing.T) {
 		text := strings.Join(plan, "\n")
 		if strings.Contains(text, "Seq Scan on leases") || !strings.Contains(text, " "+q.index+" ") {
 			t.Errorf("%s does not read leases through %s only:\n%s", q.name, q.index, text)
+		}
+		// A page reads the index in order (ties of acquired_at sorted by
+		// id in groups: an incremental sort), never the whole history
+		// sorted (issue 55).
+		for _, step := range plan {
+			if strings.HasPrefix(q.name, "environment history page") && strings.HasPrefix(strings.TrimLeft(step, " ->"), "Sort  (") {
+				t.Errorf("%s sorts the environment's history:\n%s", q.name, text)
+			}
 		}
 	}
 }
