@@ -68,12 +68,13 @@ func listPIDs() ([]int, error) {
 }
 
 // taggedPIDs returns the live (non-zombie) processes whose environment
-// holds entry (KEY=value). unreadable counts processes whose environment
-// could not be read although they may be the task's: same uid (or we are
-// root), started by a process of the runner's PID namespace
-// (startedFromOutside) and, when notBefore (the task leader's start in
-// clock ticks after boot) is known, no earlier than the task. A non-zero
-// count makes the scan inconclusive.
+// holds entry (KEY=value). unreadable counts the live processes whose
+// environment could not be read although they may be the task's: same uid
+// (or we are root), and not ruled out by their stat (unreadableMayBeTask:
+// older than the task leader's start notBefore, in clock ticks after boot,
+// when known; started from outside the runner's PID namespace). A process
+// that ended before its stat was read is not counted. A non-zero count
+// makes the scan inconclusive.
 func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err error) {
 	all, err := listPIDs()
 	if err != nil {
@@ -104,7 +105,16 @@ func taggedPIDs(entry string, notBefore uint64) (pids []int, unreadable int, err
 			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 				continue // gone while we looked
 			}
-			if mayBeOurs(pid) && startedSince(pid, notBefore) && !startedFromOutside(pid) {
+			// One stat, read after the failed read, decides: a process
+			// that ended meanwhile (gone, or a zombie) is not the task's
+			// survivor, whatever kept its environment from us (under load
+			// a process of the engine's exec set-up ends between the two
+			// reads, and counting it made the proof inconclusive).
+			info, ok, serr := readStat(pid)
+			if serr == nil && (!ok || info.state == 'Z') {
+				continue
+			}
+			if unreadableMayBeTask(info, serr == nil, notBefore) && mayBeOurs(pid) {
 				unreadable++
 			}
 			continue
@@ -174,27 +184,25 @@ func mayBeOurs(pid int) bool {
 	return int(st.Uid) == os.Geteuid()
 }
 
-// startedSince reports whether pid started at or after notBefore (always
-// true when notBefore is 0 or the start cannot be read): a process older
-// than a task cannot descend from it.
-func startedSince(pid int, notBefore uint64) bool {
-	if notBefore == 0 {
+// unreadableMayBeTask reports whether a live process whose environment
+// could not be read may still be the task's, from its stat (read is false
+// when the stat could not be read either: then it may be). It may not be
+// when it started before notBefore (the task leader's start; 0: unknown),
+// since a process older than a task cannot descend from it, or when its
+// parent is outside the runner's PID namespace (ppid 0, and not the
+// namespace's init): a process the container runtime started there (an
+// exec, such as a second runner launched beside this one, non-dumpable as
+// every runner is, or an exec in the runtime's set-up before its execve,
+// non-dumpable until then). A task's process cannot have such a parent:
+// its orphans go to the runner, a subreaper, or to the namespace's init.
+func unreadableMayBeTask(info procInfo, read bool, notBefore uint64) bool {
+	if !read {
 		return true
 	}
-	info, ok, err := readStat(pid)
-	return err != nil || !ok || info.start >= notBefore
-}
-
-// startedFromOutside reports whether pid's parent is outside the runner's
-// PID namespace (ppid 0, and not the namespace's init): a process the
-// container runtime started there (an exec, such as a second runner
-// launched beside this one, non-dumpable as every runner is, or an exec in
-// the runtime's set-up before its execve, non-dumpable until then). A
-// task's process cannot have such a parent: its orphans go to the runner,
-// a subreaper, or to the namespace's init, so the scan need not read it.
-func startedFromOutside(pid int) bool {
-	info, ok, err := readStat(pid)
-	return err == nil && ok && info.ppid == 0 && pid != 1
+	if notBefore > 0 && info.start < notBefore {
+		return false
+	}
+	return info.ppid != 0 || info.pid == 1
 }
 
 // pidAlive reports whether pid runs: it exists and is not a zombie (true
