@@ -336,9 +336,19 @@ func TestPoolHandOverOnAnotherReplica(t *testing.T) {
 	if a, bb := w.s.c.Handovers(), b.c.Handovers(); a != 1 || bb != 0 {
 		t.Errorf("hand-over renewals: A %d, B %d; want 1 on A (where the runner is), 0 on B", a, bb)
 	}
-	cmds, err := st.CommandsAfter(ctx, pool.ID, 0, 0)
+	// The command's result reaches the journal on its own message, which
+	// may be stored in a later batch than the exit that ended Wait: wait
+	// for it (a CI run on a loaded machine read the journal between them).
+	var cmds []controller.CommandRecord
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		cmds, err = st.CommandsAfter(ctx, pool.ID, 0, 0)
+		done := err == nil && len(cmds) == 1 && cmds[0].Result != nil && cmds[0].Result.Status == prp.ResultDone
+		if done || err != nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || len(cmds) != 1 || cmds[0].Result == nil || cmds[0].Result.Status != prp.ResultDone {
-		t.Errorf("the session's journal: %+v, %v; want the one task, done", cmds, err)
+		t.Errorf("the session's journal after 15 s: %+v, %v; want the one task, done", cmds, err)
 	}
 	// Nothing is handed over again.
 	if ok, err := st.HandOverSession(ctx, pool.ID, "co-1", "run-9"); err != nil || ok {
