@@ -87,9 +87,8 @@ type Result struct {
 }
 
 // StreamBytesPerSec is the rate the followers read, summed: each one's
-// bytes from its first output event to its last over that time.
-// StreamWrittenPerSec is the rate the runs wrote (their pace, summed).
-// Below it, the streams fell behind the output.
+// bytes from its first output event to its last over that time. Below
+// StreamWrittenPerSec, the streams fell behind the output.
 func (r *Result) StreamBytesPerSec() float64 {
 	var sum float64
 	for _, f := range r.Summary.Follow {
@@ -100,6 +99,8 @@ func (r *Result) StreamBytesPerSec() float64 {
 	return sum
 }
 
+// StreamWrittenPerSec is the rate the stream runs wrote, summed: their
+// pace (Config.Streams runs at Config.StreamRate bytes/s each).
 func (r *Result) StreamWrittenPerSec() float64 { return float64(r.streams) * float64(r.rate) }
 
 // String is one line of figures.

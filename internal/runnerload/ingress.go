@@ -50,11 +50,15 @@ func (s *sharedListener) serve() {
 			c.Close()
 			continue
 		}
-		select {
-		case in.conns <- c:
-		case <-in.done:
-			c.Close()
-		}
+		// Handed over apart, so that an ingress slow to accept holds up
+		// no other's connections.
+		go func() {
+			select {
+			case in.conns <- c:
+			case <-in.done:
+				c.Close()
+			}
+		}()
 	}
 }
 
