@@ -80,7 +80,7 @@ func TestTestResultInABrowser(t *testing.T) {
 		}
 	}()
 	slowID := create("slow", "ssh", map[string]any{"host": "127.0.0.1", "port": mute.Addr().(*net.TCPAddr).Port, "user": "nobody",
-		"private_key": string(pem.EncodeToMemory(block)), "connect_timeout": "3s"})
+		"private_key": string(pem.EncodeToMemory(block)), "connect_timeout": "5s"})
 	admin, page, _ := imagesPage(t, e)
 	admin.do("open the page", chromedp.Navigate(page+"?company=acme"), chromedp.WaitVisible(chromedp.ID("envs")))
 
@@ -130,10 +130,18 @@ func TestTestResultInABrowser(t *testing.T) {
 	// Test pending: what the operator reads while the probe runs.
 	admin.do("test slow", chromedp.Click(chromedp.CSS(`tr[data-env="`+slowID+`"] button.test`)))
 	admin.waitJS(`document.getElementById("result-` + slowID + `").textContent.startsWith("Testing…")`)
-	storyState(t, admin.ctx, "Test pending", "#result-"+slowID, "Testing…")
-	if d, _ := chromedp.Run(admin.ctx, chromedp.Evaluate[bool](`document.querySelector('tr[data-env="`+slowID+`"] button.test').disabled`)); !d {
+	// The button and the result read in one evaluation, before the story's
+	// screenshot: on a loaded machine the probe's connect timeout can pass
+	// while the screenshot is taken, and the button is enabled again then.
+	pending, err := chromedp.Run(admin.ctx, chromedp.Evaluate[[]bool](`[document.getElementById("result-`+slowID+`").textContent.startsWith("Testing…"),
+		document.querySelector('tr[data-env="`+slowID+`"] button.test').disabled]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending[0] && !pending[1] {
 		t.Errorf("the Test button of a pending Test is not disabled")
 	}
+	storyState(t, admin.ctx, "Test pending", "#result-"+slowID, "Testing…")
 	admin.waitJS(`document.querySelector("#result-` + slowID + ` details.more") !== null`)
 
 	// Test success: reached, the qualification apart ("not recorded":
