@@ -71,7 +71,9 @@ export BERTH_TOOLS  := $(TOOLS)
 # The suite runs through internal/cmd/testreport (go test -json): it prints
 # each package's line, the whole output of every failed test, the public
 # API's counts (internal/apicheck's TestAPICounts), and at the end the ten
-# slowest tests and packages.
+# slowest tests and packages. The whole event stream is kept in
+# $(TOOLS)/last-test-events.json (go test -json), for a closer look at where
+# a run's time went.
 #
 # -race turns on checkptr, the compiler's check of every unsafe.Pointer
 # conversion, in every package. modernc.org's SQLite is C translated to Go,
@@ -114,8 +116,8 @@ test:
 	  echo "make test: the Debian packages took $$(( $$(date +%s) - s ))s"
 	@s=$$(date +%s); $(MAKE) --no-print-directory build-local lint vulncheck protogen kubernetes || exit $$?; \
 	  echo "make test: the build with the machine's Go, staticcheck and govulncheck took $$(( $$(date +%s) - s ))s"
-	@s=$$(date +%s); echo "GORACE='$(TEST_GORACE)' BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -p $(TEST_P) -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./..."; \
-	  GORACE='$(TEST_GORACE)' BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -- -p $(TEST_P) -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./...; rc=$$?; \
+	@s=$$(date +%s); echo "GORACE='$(TEST_GORACE)' BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -events $(TOOLS)/last-test-events.json -- -p $(TEST_P) -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./..."; \
+	  GORACE='$(TEST_GORACE)' BERTH_REQUIRE_REAL=1 $(GO) run ./internal/cmd/testreport -slowest 10 -show '^TestAPICounts$$' -events $(TOOLS)/last-test-events.json -- -p $(TEST_P) -race -gcflags '$(TEST_GCFLAGS)' -ldflags '$(TEST_LDFLAGS)' -timeout 30m ./...; rc=$$?; \
 	  echo "make test: the suite took $$(( $$(date +%s) - s ))s"; exit $$rc
 	@s=$$(date +%s); $(MAKE) --no-print-directory fuzz || exit $$?; \
 	  echo "make test: the fuzz targets took $$(( $$(date +%s) - s ))s"

@@ -11,11 +11,14 @@
 //     them in its whole output), and the totals in one line ("N passed,
 //     N failed, N skipped").
 //
+// With -events FILE it also writes go test's JSON events, as they came, to
+// FILE (make test: last-test-events.json in the tools cache).
+//
 // It exits with go test's exit status (1 when go test could not run).
 //
 // Usage:
 //
-//	testreport [-slowest N] [-show REGEXP] [go test flags and packages]
+//	testreport [-slowest N] [-show REGEXP] [-events FILE] [go test flags and packages]
 //
 // Its own flags come first; everything from the first other argument on is
 // go test's.
@@ -269,7 +272,7 @@ func ownFlags(args []string) (own, rest []string) {
 			return own, args[i+1:]
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		if !strings.HasPrefix(args[i], "-") || name != "slowest" && name != "show" {
+		if !strings.HasPrefix(args[i], "-") || name != "slowest" && name != "show" && name != "events" {
 			return own, args[i:]
 		}
 		own = append(own, args[i])
@@ -285,6 +288,7 @@ func main() {
 	fs := flag.NewFlagSet("testreport", flag.ExitOnError)
 	slowest := fs.Int("slowest", 10, "how many of the slowest tests and packages to print")
 	show := fs.String("show", "", "print the output of the top-level tests matching this regular expression even when they pass")
+	events := fs.String("events", "", "also write go test's JSON events to this file, for a look at where the time went")
 	own, rest := ownFlags(os.Args[1:])
 	fs.Parse(own) // ExitOnError: a bad flag exits with status 2
 	var re *regexp.Regexp
@@ -304,9 +308,28 @@ func main() {
 		os.Exit(1)
 	}
 	r := newReport(os.Stdout, re)
+	var keep *bufio.Writer
+	closeEvents := func() {}
+	if *events != "" {
+		f, err := os.Create(*events)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testreport:", err)
+			os.Exit(1)
+		}
+		keep = bufio.NewWriter(f)
+		closeEvents = func() {
+			if err := errors.Join(keep.Flush(), f.Close()); err != nil {
+				fmt.Fprintln(os.Stderr, "testreport: writing the events:", err)
+			}
+		}
+	}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
+		if keep != nil {
+			keep.Write(sc.Bytes())
+			keep.WriteByte('\n')
+		}
 		var e event
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			fmt.Println(sc.Text()) // not an event: go test's own words
@@ -317,6 +340,7 @@ func main() {
 	if err := sc.Err(); err != nil {
 		fmt.Fprintln(os.Stderr, "testreport: reading go test's output:", err)
 	}
+	closeEvents()
 	err = cmd.Wait()
 	if cmd.ProcessState != nil {
 		r.usage = usage(time.Since(start), cmd.ProcessState, runtime.NumCPU())

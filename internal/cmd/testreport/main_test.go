@@ -62,6 +62,7 @@ func TestOwnFlags(t *testing.T) {
 		{[]string{"./..."}, nil, []string{"./..."}},
 		{[]string{"-slowest=3", "--", "-race", "./..."}, []string{"-slowest=3"}, []string{"-race", "./..."}},
 		{[]string{"-show", "x"}, []string{"-show", "x"}, nil},
+		{[]string{"-events", "/tmp/e.json", "-slowest", "2", "-p", "4", "./..."}, []string{"-events", "/tmp/e.json", "-slowest", "2"}, []string{"-p", "4", "./..."}},
 		{[]string{"-run", "TestShow", "-show", "x"}, nil, []string{"-run", "TestShow", "-show", "x"}},
 	} {
 		own, rest := ownFlags(c.args)
