@@ -200,6 +200,23 @@ func (s *memoryStore) GetCommand(ctx context.Context, session, id string) (Comma
 	return CommandRecord{}, fmt.Errorf("controller: command %q of session %s: %w", id, session, errcode.ErrNotFound)
 }
 
+// SessionsWithCommandsAfter implements Store: a session's journal holds
+// seqs 1 to its length.
+func (s *memoryStore) SessionsWithCommandsAfter(ctx context.Context, cursors []CommandCursor) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []string{}
+	for _, cur := range cursors {
+		if uint64(len(s.commands[cur.Session])) > cur.Sent {
+			out = append(out, cur.Session)
+		}
+	}
+	return out, nil
+}
+
 // CommandsAfter implements Store.
 func (s *memoryStore) CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]CommandRecord, error) {
 	if err := ctx.Err(); err != nil {

@@ -72,6 +72,13 @@ type CommandRecord struct {
 	UpdatedAt time.Time
 }
 
+// CommandCursor is how far a session's journal was read: Sent is the
+// highest command seq its connection's writer sent (0: none).
+type CommandCursor struct {
+	Session string
+	Sent    uint64
+}
+
 // OutputRef locates the bytes of one output event in an outputSink.
 type OutputRef struct {
 	File   string `json:"file"`
@@ -130,6 +137,15 @@ type Store interface {
 	// CommandsAfter returns the commands of session with seq > after, in
 	// seq order, at most limit (all if limit <= 0).
 	CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]CommandRecord, error)
+	// SessionsWithCommandsAfter returns the sessions of cursors (each
+	// session at most once in them) whose journal holds a command with a
+	// seq past the cursor's Sent, in no set order; none is an empty
+	// slice. A session that is not stored has no command. It is one read
+	// for all of them: a controller asks it once per Poll for all its
+	// live connections (the journal poller, conn.go) and wakes the
+	// writers of the sessions it returns, so that an idle connection
+	// costs the store no read of its own.
+	SessionsWithCommandsAfter(ctx context.Context, cursors []CommandCursor) ([]string, error)
 	// CompleteCommand stores res as the result of command res.CommandID of
 	// session and marks it done (indeterminate for an indeterminate
 	// result). The first result wins: completing a completed command

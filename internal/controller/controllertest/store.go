@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -221,6 +222,58 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		}
 		if got, _ := s.CommandsAfter(ctx, "s_1", 0, 2); len(got) != 2 {
 			t.Errorf("CommandsAfter with limit 2 returned %d", len(got))
+		}
+	})
+	t.Run("one read names the sessions with commands past their cursors", func(t *testing.T) {
+		s := newStore(t)
+		for _, id := range []string{"s_1", "s_2", "s_3", "s_4"} {
+			session(t, s, id)
+		}
+		// s_1 holds 3 commands, s_2 and s_3 one each, s_4 none.
+		for _, c := range []struct{ session, id string }{{"s_1", "c1"}, {"s_1", "c2"}, {"s_1", "c3"}, {"s_2", "c1"}, {"s_3", "c1"}} {
+			if _, _, err := s.AppendCommand(ctx, c.session, start(c.id, "echo"), now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pending := func(cursors ...controller.CommandCursor) []string {
+			t.Helper()
+			got, err := s.SessionsWithCommandsAfter(ctx, cursors)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == nil {
+				t.Error("SessionsWithCommandsAfter returned nil, want a slice")
+			}
+			slices.Sort(got)
+			return got
+		}
+		got := pending(controller.CommandCursor{Session: "s_1", Sent: 2}, controller.CommandCursor{Session: "s_2", Sent: 1},
+			controller.CommandCursor{Session: "s_3", Sent: 0}, controller.CommandCursor{Session: "s_4", Sent: 0},
+			controller.CommandCursor{Session: "s_unknown", Sent: 0})
+		if want := []string{"s_1", "s_3"}; !slices.Equal(got, want) {
+			t.Errorf("SessionsWithCommandsAfter = %v, want %v (s_1 past 2 of 3, s_3 past 0 of 1; s_2 sent all, s_4 and an unknown session have none)", got, want)
+		}
+		if got := pending(controller.CommandCursor{Session: "s_1", Sent: 3}, controller.CommandCursor{Session: "s_1x", Sent: 0}); len(got) != 0 {
+			t.Errorf("SessionsWithCommandsAfter with every command sent = %v, want none", got)
+		}
+		if got := pending(); len(got) != 0 {
+			t.Errorf("SessionsWithCommandsAfter of no cursor = %v, want none", got)
+		}
+		// A command journaled after a read is named by the next.
+		if _, _, err := s.AppendCommand(ctx, "s_4", start("c1", "echo"), now); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := pending(controller.CommandCursor{Session: "s_4", Sent: 0}, controller.CommandCursor{Session: "s_2", Sent: 1}), []string{"s_4"}; !slices.Equal(got, want) {
+			t.Errorf("SessionsWithCommandsAfter after an append = %v, want %v", got, want)
+		}
+		// Many cursors are still one read.
+		var many []controller.CommandCursor
+		for i := range 2000 {
+			many = append(many, controller.CommandCursor{Session: fmt.Sprintf("s_many_%d", i)})
+		}
+		many = append(many, controller.CommandCursor{Session: "s_1", Sent: 1})
+		if got, want := pending(many...), []string{"s_1"}; !slices.Equal(got, want) {
+			t.Errorf("SessionsWithCommandsAfter of %d cursors = %v, want %v", len(many), got, want)
 		}
 	})
 	t.Run("a duplicate returns the journaled command and a changed body conflicts", func(t *testing.T) {
