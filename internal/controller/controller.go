@@ -136,8 +136,18 @@ type Controller struct {
 	// work that grew with the square of the sessions, issue 55).
 	sessChanged map[string]chan struct{}
 	live        map[string]*liveConn
-	hellos      map[string]prpwire.Hello
-	closed      bool
+	// polling: the journal poller runs (pollJournal: while there are
+	// live connections); stop ends it, cancelled by Close.
+	polling bool
+	// claims are the connections' claims waiting for renewClaims, which
+	// runs while renewing.
+	claimMu  sync.Mutex
+	claims   []*claimRenewal
+	renewing bool
+	stop     context.Context
+	stopAll  context.CancelFunc
+	hellos   map[string]prpwire.Hello
+	closed   bool
 	// attached holds the ingress servers of the runners Attach connected,
 	// by lease (attach.go).
 	attached map[string]*attachment
@@ -191,6 +201,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	}
 	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), sessChanged: map[string]chan struct{}{}, live: map[string]*liveConn{}, hellos: map[string]prpwire.Hello{}, attached: map[string]*attachment{},
 		runs: map[string]*Attachment{}, runLocks: map[string]chan struct{}{}}
+	c.stop, c.stopAll = context.WithCancel(context.Background())
 	if c.o.Tickets == nil {
 		c.o.Tickets = prpwire.NewMemoryTicketStore()
 	}
@@ -479,6 +490,7 @@ func (c *Controller) ConnectedSessions() []string {
 func (c *Controller) Close() error {
 	c.mu.Lock()
 	c.closed = true
+	c.stopAll()
 	conns := make(map[string]*liveConn, len(c.live))
 	for id, lc := range c.live {
 		conns[id] = lc

@@ -103,6 +103,28 @@ func (s *memoryStore) ClaimConnection(ctx context.Context, session, conn string,
 	return true, nil
 }
 
+// RenewConnections implements Store.
+func (s *memoryStore) RenewConnections(ctx context.Context, claims []ConnectionClaim, until, now time.Time) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	out := []string{}
+	for _, cl := range claims {
+		if _, ok := s.sessions[cl.Session]; !ok {
+			continue
+		}
+		if c, ok := s.conns[cl.Session]; ok && c.conn != cl.Conn && c.until.After(now) {
+			continue
+		}
+		s.conns[cl.Session] = connClaim{conn: cl.Conn, until: until}
+		out = append(out, cl.Session)
+	}
+	return out, nil
+}
+
 // ReleaseConnection implements Store.
 func (s *memoryStore) ReleaseConnection(ctx context.Context, session, conn string) error {
 	if err := ctx.Err(); err != nil {

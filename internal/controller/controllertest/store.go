@@ -175,6 +175,57 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("a claim on an unknown session = %v, want ErrNotFound", err)
 		}
 	})
+	t.Run("claims are renewed in one write, each as ClaimConnection would", func(t *testing.T) {
+		s := newStore(t)
+		for _, id := range []string{"s_1", "s_2", "s_3", "s_4"} {
+			session(t, s, id)
+		}
+		// s_1 and s_2 are held by c_1 and c_2 until +1m, s_3 by c_x until
+		// +1m, s_4 by c_y until +10s.
+		for _, c := range []controller.ConnectionClaim{{Session: "s_1", Conn: "c_1"}, {Session: "s_2", Conn: "c_2"}, {Session: "s_3", Conn: "c_x"}} {
+			if ok, err := s.ClaimConnection(ctx, c.Session, c.Conn, now.Add(time.Minute), now); err != nil || !ok {
+				t.Fatalf("ClaimConnection(%s, %s) = %t, %v", c.Session, c.Conn, ok, err)
+			}
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_4", "c_y", now.Add(10*time.Second), now); err != nil || !ok {
+			t.Fatalf("ClaimConnection(s_4, c_y) = %t, %v", ok, err)
+		}
+		at := now.Add(20 * time.Second)
+		until := at.Add(time.Minute)
+		got, err := s.RenewConnections(ctx, []controller.ConnectionClaim{
+			{Session: "s_1", Conn: "c_1"}, // its own: renewed
+			{Session: "s_2", Conn: "c_2"}, // its own: renewed
+			{Session: "s_3", Conn: "c_3"}, // c_x's claim lasts: refused
+			{Session: "s_4", Conn: "c_4"}, // c_y's claim expired: taken
+			{Session: "s_9", Conn: "c_9"}, // no such session
+		}, until, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if want := []string{"s_1", "s_2", "s_4"}; !slices.Equal(got, want) {
+			t.Errorf("RenewConnections = %v, want %v", got, want)
+		}
+		for id, want := range map[string]time.Time{"s_1": until, "s_2": until, "s_3": now.Add(time.Minute), "s_4": until} {
+			if r, err := s.GetSession(ctx, id); err != nil || !r.ConnectedUntil.Equal(want) {
+				t.Errorf("%s: ConnectedUntil = %v, %v; want %v", id, r.ConnectedUntil, err, want)
+			}
+		}
+		// The claims are the renewing connections': another is refused,
+		// the holder renews again.
+		if ok, err := s.ClaimConnection(ctx, "s_4", "c_y", until, at); err != nil || ok {
+			t.Errorf("the old connection's claim after the renewal took s_4 = %t, %v; want false", ok, err)
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_3", "c_3", until, at); err != nil || ok {
+			t.Errorf("a claim on s_3 while c_x holds it = %t, %v; want false", ok, err)
+		}
+		if got, err := s.RenewConnections(ctx, []controller.ConnectionClaim{{Session: "s_4", Conn: "c_4"}}, until.Add(time.Second), at); err != nil || !slices.Equal(got, []string{"s_4"}) {
+			t.Errorf("RenewConnections(s_4 by c_4) again = %v, %v; want [s_4]", got, err)
+		}
+		if got, err := s.RenewConnections(ctx, nil, until, at); err != nil || got == nil || len(got) != 0 {
+			t.Errorf("RenewConnections of no claim = %#v, %v; want an empty slice", got, err)
+		}
+	})
 	t.Run("a lease's sessions are listed oldest first, no other lease's", func(t *testing.T) {
 		s := newStore(t)
 		if got, err := s.LeaseSessions(ctx, "lease-1"); err != nil || got == nil || len(got) != 0 {
