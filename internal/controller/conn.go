@@ -568,7 +568,11 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 // its outcome goes.
 type claimRenewal struct {
 	claim ConnectionClaim
+	ctx   context.Context   // the heartbeat's
 	done  chan claimOutcome // buffered: renewClaims never waits
+	// Under Controller.claimMu: taken, in a batch being written; gone,
+	// given up before it was taken.
+	taken, gone bool
 }
 
 type claimOutcome struct {
@@ -584,9 +588,12 @@ const claimBatchDelay = time.Second
 // renewClaim renews lc's claim on its session for another DeadAfter
 // (Store.ClaimConnection's condition) with the claims of every other
 // connection whose heartbeat was answered meanwhile, and reports whether
-// the claim is still lc's.
+// the claim is still lc's. When it returns, no write of the claim is
+// under way: the connection's end releases the claim after it, and a
+// renewal written after the release would refuse the runner's next
+// connection (409) until it expired.
 func (c *Controller) renewClaim(ctx context.Context, lc *liveConn) (bool, error) {
-	r := &claimRenewal{claim: ConnectionClaim{Session: lc.sess.ID, Conn: lc.conn}, done: make(chan claimOutcome, 1)}
+	r := &claimRenewal{claim: ConnectionClaim{Session: lc.sess.ID, Conn: lc.conn}, ctx: ctx, done: make(chan claimOutcome, 1)}
 	c.claimMu.Lock()
 	c.claims = append(c.claims, r)
 	if !c.renewing {
@@ -598,8 +605,17 @@ func (c *Controller) renewClaim(ctx context.Context, lc *liveConn) (bool, error)
 	case o := <-r.done:
 		return o.held, o.err
 	case <-ctx.Done():
+	}
+	c.claimMu.Lock()
+	if !r.taken {
+		r.gone = true
+		c.claimMu.Unlock()
 		return false, ctx.Err()
 	}
+	c.claimMu.Unlock()
+	// Its batch is being written, within DeadAfter (renewClaims).
+	o := <-r.done
+	return o.held, o.err
 }
 
 // renewClaims renews the claims that renewClaim queued, all of one
@@ -609,9 +625,13 @@ func (c *Controller) renewClaim(ctx context.Context, lc *liveConn) (bool, error)
 // sessions, which new leases waited behind on SQLite (issue 55). A batch
 // is what came within claimBatchDelay (at most a quarter of Heartbeat)
 // of its first claim; the claim lasts DeadAfter, three heartbeat
-// intervals, from its write.
+// intervals, from its write. A batch whose write failed is tried again
+// with the next one, for the connections whose heartbeat still waits:
+// one failed write does not drop every connection of its batch.
 func (c *Controller) renewClaims() {
 	delay := min(claimBatchDelay, c.limits.Heartbeat/4)
+	var batch []*claimRenewal
+	var claims []ConnectionClaim
 	for {
 		t := time.NewTimer(delay)
 		select {
@@ -619,8 +639,15 @@ func (c *Controller) renewClaims() {
 		case <-t.C:
 		}
 		t.Stop()
+		batch, claims = batch[:0], claims[:0]
 		c.claimMu.Lock()
-		batch := c.claims
+		for _, r := range c.claims {
+			if !r.gone {
+				r.taken = true
+				batch = append(batch, r)
+				claims = append(claims, r.claim)
+			}
+		}
 		c.claims = nil
 		if len(batch) == 0 {
 			c.renewing = false
@@ -628,14 +655,24 @@ func (c *Controller) renewClaims() {
 			return
 		}
 		c.claimMu.Unlock()
-		claims := make([]ConnectionClaim, len(batch))
-		for i, r := range batch {
-			claims[i] = r.claim
-		}
 		ctx, cancel := context.WithTimeout(c.stop, c.limits.DeadAfter)
 		now := time.Now()
 		held, err := c.o.Store.RenewConnections(ctx, claims, now.Add(c.limits.DeadAfter), now)
 		cancel()
+		if err != nil && c.stop.Err() == nil {
+			c.log.Warn("controller: renew the claims of live connections; retrying", "connections", len(batch), "err", err)
+			c.claimMu.Lock()
+			for _, r := range batch {
+				if r.ctx.Err() == nil {
+					r.taken = false
+					c.claims = append(c.claims, r)
+				} else {
+					r.done <- claimOutcome{err: err}
+				}
+			}
+			c.claimMu.Unlock()
+			continue
+		}
 		ok := make(map[string]bool, len(held))
 		for _, id := range held {
 			ok[id] = true

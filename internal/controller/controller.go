@@ -44,11 +44,16 @@ type Options struct {
 	Authorizer authz.Authorizer
 	// Heartbeat is how often a connected runner and the controller ping
 	// each other; a side that hears nothing for three heartbeats closes
-	// the connection (the session resumes on the next). Default: 10 s.
+	// the connection (the session resumes on the next). The claims of
+	// the connections whose runner answered are renewed together, one
+	// store write for those answered within a quarter heartbeat (at most
+	// a second). Default: 10 s.
 	Heartbeat time.Duration
 	// Poll is how often waiters and followers re-read the store besides
-	// this process's own notifications (other replicas' writes). Default:
-	// 500 ms.
+	// this process's own notifications (other replicas' writes), and how
+	// often the one journal poller asks the store, in one read for all
+	// connected sessions, which have commands another replica journaled
+	// (their writers are woken, no other's). Default: 500 ms.
 	Poll time.Duration
 	// MaxSessionOutput caps the output bytes stored per session, over all
 	// its tasks; a task's own prp.TaskStart.OutputLimit (0: none but this)

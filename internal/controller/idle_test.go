@@ -137,3 +137,55 @@ func TestIdleConnectionsReadNoJournalOfTheirOwn(t *testing.T) {
 		t.Errorf("3 commands for 3 of %d idle sessions: %d journal reads of one session, want 3 to 12", n, r)
 	}
 }
+
+// The claims renewed in a batch keep ClaimConnection's meaning: a
+// connection whose claim another connection took (here: another
+// replica's, once the claim looked expired to it) is closed at its next
+// heartbeat, and the others of its batch stay.
+func TestABatchedRenewalThatLostItsClaimClosesTheConnection(t *testing.T) {
+	t.Parallel()
+	st := &storeCalls{Store: controller.NewMemoryStore()}
+	s := newServer(t, serverOptions{Options: controller.Options{Store: st}})
+	var runners []*hostileRunner
+	for range 3 {
+		code, tok := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+		if code != 200 {
+			t.Fatalf("exchange: HTTP %d", code)
+		}
+		runners = append(runners, connectRaw(t, s, tok, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{}))
+	}
+	lost := runners[1]
+	// Another connection claims lost's session as if its claim had
+	// expired (a clock an hour ahead).
+	later := time.Now().Add(time.Hour)
+	if ok, err := st.ClaimConnection(context.Background(), lost.session, "c_other", later.Add(time.Hour), later); err != nil || !ok {
+		t.Fatalf("ClaimConnection by another connection = %t, %v", ok, err)
+	}
+	renewals := st.renewals.Load()
+	// Its next heartbeat (1 s) finds the claim another's: closed.
+	deadline := time.Now().Add(30 * time.Second)
+	for s.c.Connected(lost.session) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.c.Connected(lost.session) {
+		t.Fatal("the connection whose claim another connection took is still served after 30 s")
+	}
+	select {
+	case _, ok := <-lost.frames:
+		for ok {
+			_, ok = <-lost.frames
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runner's connection was not closed")
+	}
+	if st.renewals.Load() == renewals {
+		t.Error("no batched renewal ran before the connection was closed")
+	}
+	// The other two stay through more heartbeats.
+	time.Sleep(2 * time.Second)
+	for _, rr := range []*hostileRunner{runners[0], runners[2]} {
+		if !s.c.Connected(rr.session) {
+			t.Errorf("session %s, whose claim was its own, was dropped", rr.session)
+		}
+	}
+}
