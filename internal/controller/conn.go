@@ -337,9 +337,11 @@ func (c *Controller) pollJournal() {
 				lc.wakeWriter()
 				continue
 			}
-			// Read after the writer registered its wakeup and before it
-			// reads the journal, a cursor is at most behind: a spurious
-			// wakeup, never a missed one (writer).
+			// A cursor is never ahead of what the writer read (sentSeq
+			// is stored before each command is sent), and the wakeup
+			// (ackCh) is kept until the writer's next wait, after which
+			// it reads the journal again: a command committed before
+			// this read is sent, at worst after a spurious wakeup.
 			cursors = append(cursors, CommandCursor{Session: id, Sent: lc.sentSeq.Load()})
 		}
 		c.mu.Unlock()
