@@ -150,7 +150,9 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	}()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := lc.writer(ctx, h.Resume.LastCommandSeq); err != nil && ctx.Err() == nil {
+		// The writer returns only on an error (its context's, once the
+		// connection ends).
+		if err := lc.writer(ctx, h.Resume.LastCommandSeq); ctx.Err() == nil {
 			c.log.Info("controller: writer", "session", sess.ID, "err", err)
 		}
 		cancel()
