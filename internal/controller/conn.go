@@ -677,12 +677,12 @@ func (c *Controller) renewClaims() {
 			c.claimMu.Unlock()
 			continue
 		}
-		ok := make(map[string]bool, len(held))
-		for _, id := range held {
-			ok[id] = true
+		ok := make(map[ConnectionClaim]bool, len(held))
+		for _, cl := range held {
+			ok[cl] = true
 		}
 		for _, r := range batch {
-			r.done <- claimOutcome{held: ok[r.claim.Session], err: err}
+			r.done <- claimOutcome{held: ok[r.claim], err: err}
 		}
 	}
 }

@@ -21,7 +21,7 @@ type storeCalls struct {
 	journal, journalAll, claims, renewals, renewed, sessions atomic.Int64
 }
 
-func (s *storeCalls) RenewConnections(ctx context.Context, claims []controller.ConnectionClaim, until, now time.Time) ([]string, error) {
+func (s *storeCalls) RenewConnections(ctx context.Context, claims []controller.ConnectionClaim, until, now time.Time) ([]controller.ConnectionClaim, error) {
 	s.renewals.Add(1)
 	s.renewed.Add(int64(len(claims)))
 	return s.Store.RenewConnections(ctx, claims, until, now)

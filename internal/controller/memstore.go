@@ -104,23 +104,25 @@ func (s *memoryStore) ClaimConnection(ctx context.Context, session, conn string,
 }
 
 // RenewConnections implements Store.
-func (s *memoryStore) RenewConnections(ctx context.Context, claims []ConnectionClaim, until, now time.Time) ([]string, error) {
+func (s *memoryStore) RenewConnections(ctx context.Context, claims []ConnectionClaim, until, now time.Time) ([]ConnectionClaim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
-	out := []string{}
+	out := []ConnectionClaim{}
+	set := map[string]bool{}
 	for _, cl := range claims {
-		if _, ok := s.sessions[cl.Session]; !ok {
+		if _, ok := s.sessions[cl.Session]; !ok || set[cl.Session] {
 			continue
 		}
 		if c, ok := s.conns[cl.Session]; ok && c.conn != cl.Conn && c.until.After(now) {
 			continue
 		}
 		s.conns[cl.Session] = connClaim{conn: cl.Conn, until: until}
-		out = append(out, cl.Session)
+		set[cl.Session] = true
+		out = append(out, cl)
 	}
 	return out, nil
 }

@@ -118,14 +118,14 @@ type Store interface {
 	// returns false, nil when another connection holds a live claim, and
 	// errcode.ErrNotFound for an unknown session.
 	ClaimConnection(ctx context.Context, session, conn string, until, now time.Time) (bool, error)
-	// RenewConnections is ClaimConnection for each of claims (each
-	// session at most once in them), all with until and now, in one
-	// write: a controller renews the claims of all its connections whose
-	// heartbeat was answered in one call (issue 55). It returns the
-	// sessions whose claim it set, in no set order; a claim it did not
-	// set (another connection's claim lasts past now, or the session is
-	// not stored) is left out.
-	RenewConnections(ctx context.Context, claims []ConnectionClaim, until, now time.Time) ([]string, error)
+	// RenewConnections is ClaimConnection for each of claims, all with
+	// until and now, in one write: a controller renews the claims of all
+	// its connections whose heartbeat was answered in one call (issue
+	// 55). It returns the claims it set, in no set order; a claim it did
+	// not set (another connection's claim lasts past now, or the session
+	// is not stored) is left out. Of two claims of one session at most
+	// one is set.
+	RenewConnections(ctx context.Context, claims []ConnectionClaim, until, now time.Time) ([]ConnectionClaim, error)
 	// ReleaseConnection drops conn's claim on session, if it holds it.
 	ReleaseConnection(ctx context.Context, session, conn string) error
 	// LeaseSessions returns the sessions of lease, oldest first (by

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,8 +203,9 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.Sort(got)
-		if want := []string{"s_1", "s_2", "s_4"}; !slices.Equal(got, want) {
+		byID := func(a, b controller.ConnectionClaim) int { return strings.Compare(a.Session, b.Session) }
+		slices.SortFunc(got, byID)
+		if want := []controller.ConnectionClaim{{Session: "s_1", Conn: "c_1"}, {Session: "s_2", Conn: "c_2"}, {Session: "s_4", Conn: "c_4"}}; !slices.Equal(got, want) {
 			t.Errorf("RenewConnections = %v, want %v", got, want)
 		}
 		for id, want := range map[string]time.Time{"s_1": until, "s_2": until, "s_3": now.Add(time.Minute), "s_4": until} {
@@ -219,8 +221,21 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		if ok, err := s.ClaimConnection(ctx, "s_3", "c_3", until, at); err != nil || ok {
 			t.Errorf("a claim on s_3 while c_x holds it = %t, %v; want false", ok, err)
 		}
-		if got, err := s.RenewConnections(ctx, []controller.ConnectionClaim{{Session: "s_4", Conn: "c_4"}}, until.Add(time.Second), at); err != nil || !slices.Equal(got, []string{"s_4"}) {
-			t.Errorf("RenewConnections(s_4 by c_4) again = %v, %v; want [s_4]", got, err)
+		if got, err := s.RenewConnections(ctx, []controller.ConnectionClaim{{Session: "s_4", Conn: "c_4"}}, until.Add(time.Second), at); err != nil || !slices.Equal(got, []controller.ConnectionClaim{{Session: "s_4", Conn: "c_4"}}) {
+			t.Errorf("RenewConnections(s_4 by c_4) again = %v, %v; want s_4 by c_4", got, err)
+		}
+		// Of two claims of one free session, one is set, and named.
+		session(t, s, "s_5")
+		got, err = s.RenewConnections(ctx, []controller.ConnectionClaim{{Session: "s_5", Conn: "c_a"}, {Session: "s_5", Conn: "c_b"}}, until, at)
+		if err != nil || len(got) != 1 || got[0].Session != "s_5" {
+			t.Fatalf("RenewConnections of two claims of s_5 = %v, %v; want one of them", got, err)
+		}
+		other := map[string]string{"c_a": "c_b", "c_b": "c_a"}[got[0].Conn]
+		if ok, err := s.ClaimConnection(ctx, "s_5", other, until, at); err != nil || ok {
+			t.Errorf("s_5's claim by %s, after %s's was set = %t, %v; want false", other, got[0].Conn, ok, err)
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_5", got[0].Conn, until, at); err != nil || !ok {
+			t.Errorf("s_5's claim renewed by %s, whose claim was set = %t, %v; want true", got[0].Conn, ok, err)
 		}
 		if got, err := s.RenewConnections(ctx, nil, until, at); err != nil || got == nil || len(got) != 0 {
 			t.Errorf("RenewConnections of no claim = %#v, %v; want an empty slice", got, err)

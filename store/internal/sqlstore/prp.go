@@ -160,13 +160,14 @@ func (s *PRPStore) ClaimConnection(ctx context.Context, session, conn string, un
 
 // RenewConnections implements controller.Store with one conditional
 // UPDATE of all the claims (ClaimConnection's condition per session),
-// which names the sessions it set: one statement and one commit however
+// which names the claims it set (of two claims of one session, the
+// database sets one): one statement and one commit however
 // many connections it renews. The claims go as one JSON parameter
 // ({"s": session, "c": connection}), each session found by the primary
 // key.
-func (s *PRPStore) RenewConnections(ctx context.Context, claims []controller.ConnectionClaim, until, now time.Time) ([]string, error) {
+func (s *PRPStore) RenewConnections(ctx context.Context, claims []controller.ConnectionClaim, until, now time.Time) ([]controller.ConnectionClaim, error) {
 	if len(claims) == 0 {
-		return []string{}, ctx.Err()
+		return []controller.ConnectionClaim{}, ctx.Err()
 	}
 	type claim struct {
 		S string `json:"s"`
@@ -184,10 +185,10 @@ func (s *PRPStore) RenewConnections(ctx context.Context, claims []controller.Con
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: renew %d connection claims: %w", len(claims), err)
 	}
-	return collect(rows, "renew connection claims", func(sc scanner) (string, error) {
-		var id string
-		err := sc.Scan(&id)
-		return id, err
+	return collect(rows, "renew connection claims", func(sc scanner) (controller.ConnectionClaim, error) {
+		var c controller.ConnectionClaim
+		err := sc.Scan(&c.Session, &c.Conn)
+		return c, err
 	})
 }
 
@@ -201,7 +202,7 @@ func (db *DB) renewConnectionsSQL() string {
 	}
 	return `UPDATE prp_sessions SET conn = p.c, conn_until = ? FROM ` + from + `
 		WHERE prp_sessions.id = p.s AND (prp_sessions.conn IS NULL OR prp_sessions.conn = p.c OR prp_sessions.conn_until IS NULL OR prp_sessions.conn_until <= ?)
-		RETURNING prp_sessions.id`
+		RETURNING prp_sessions.id, prp_sessions.conn`
 }
 
 // ReleaseConnection implements controller.Store.
