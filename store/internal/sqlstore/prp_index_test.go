@@ -122,3 +122,49 @@ func TestRunnerUpkeepUsesPrimaryKeysOnPostgres(t *testing.T) {
 		t.Errorf("SessionsWithCommandsAfter = %v, %v; want s_0 and s_4", got, err)
 	}
 }
+
+// BenchmarkRunnerUpkeep measures the controller's upkeep of 10,000
+// connected sessions (issue 55): the journal poller's one read of which
+// have commands to send (per Poll, 500 ms by default), and one batched
+// renewal of all their claims (per heartbeat, spread over batches).
+//
+//	go test -run '^$' -bench RunnerUpkeep ./store/internal/sqlstore/
+func BenchmarkRunnerUpkeep(b *testing.B) {
+	const n = 10_000
+	for _, tc := range []struct {
+		name string
+		url  func(testing.TB) string
+	}{{"sqlite", sqliteURL}, {"postgres", testenv.Postgres}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			db := openTest(b, tc.url(b))
+			s := db.PRP()
+			cursors := make([]controller.CommandCursor, n)
+			claims := make([]controller.ConnectionClaim, n)
+			now := time.Now()
+			for i := range n {
+				id := fmt.Sprintf("s_%05d", i)
+				if err := s.CreateSession(ctx, controller.Session{ID: id, Lease: "lease-1", Run: "run-1", Company: "co-1", Scope: "task", CreatedAt: now}); err != nil {
+					b.Fatal(err)
+				}
+				cursors[i] = controller.CommandCursor{Session: id}
+				claims[i] = controller.ConnectionClaim{Session: id, Conn: "c_" + id}
+			}
+			b.Run("commands-to-send", func(b *testing.B) {
+				for b.Loop() {
+					if ids, err := s.SessionsWithCommandsAfter(ctx, cursors); err != nil || len(ids) != 0 {
+						b.Fatal(ids, err)
+					}
+				}
+			})
+			b.Run("renew-claims", func(b *testing.B) {
+				for b.Loop() {
+					now := time.Now()
+					if held, err := s.RenewConnections(ctx, claims, now.Add(time.Minute), now); err != nil || len(held) != n {
+						b.Fatal(len(held), err)
+					}
+				}
+			})
+		})
+	}
+}
