@@ -41,6 +41,10 @@ type liveConn struct {
 	// when it grew (accounting.started), so events of made-up tasks cost
 	// the store nothing.
 	sentSeq atomic.Uint64
+	// pooled: the writer still holds a warm-pool member's claims (no
+	// command until the adopting lease takes the session over, pool.go);
+	// the journal poller wakes it every Poll to read the session again.
+	pooled atomic.Bool
 
 	// stored is the highest event seq stored (the reader's); the writer
 	// acks it after Sync. storedBytes counts the output bytes stored on
@@ -122,9 +126,14 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	lc.cancel, lc.conn, lc.leaseEnd = cancel, conn, leaseEnd
 	lc.sentSeq.Store(h.Resume.LastCommandSeq)
+	lc.pooled.Store(claims.Company == authz.InstanceCompany)
 	c.mu.Lock()
 	c.live[sess.ID] = lc
 	c.hellos[sess.ID] = h
+	if !c.polling {
+		c.polling = true
+		go c.pollJournal()
+	}
 	c.mu.Unlock()
 	c.notify(sess.ID)
 	defer func() {
@@ -141,7 +150,9 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	}()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := lc.writer(ctx, h.Resume.LastCommandSeq); err != nil && ctx.Err() == nil {
+		// The writer returns only on an error (its context's, once the
+		// connection ends).
+		if err := lc.writer(ctx, h.Resume.LastCommandSeq); ctx.Err() == nil {
 			c.log.Info("controller: writer", "session", sess.ID, "err", err)
 		}
 		cancel()
@@ -294,9 +305,78 @@ func (lc *liveConn) send(ctx context.Context, t prpwire.Type, seq, ack uint64, b
 	return lc.ws.Write(ctx, websocket.MessageText, b)
 }
 
+// pollJournal is the controller's one journal poller, which runs while it
+// has live connections: once per Poll it asks the store, in one read for
+// all of them (Store.SessionsWithCommandsAfter), which sessions have
+// commands their writer has not sent, and wakes those writers. Commands
+// journaled here wake their writer at once (dispatch's notifySession);
+// this is how those another replica journals reach a connection of this
+// one, within about a Poll. A writer reads its journal only when woken,
+// so an idle connection costs the store nothing of its own: each
+// connection's writer read its journal every Poll, 20,000 reads a second
+// for 10,000 idle sessions, and new leases waited behind them on SQLite
+// (issue 55). The writers of warm-pool members are woken every Poll:
+// they read their session for its hand-over, which another replica may
+// have made.
+func (c *Controller) pollJournal() {
+	t := time.NewTicker(c.o.Poll)
+	defer t.Stop()
+	var cursors []CommandCursor
+	for {
+		select {
+		case <-c.stop.Done():
+		case <-t.C:
+		}
+		cursors = cursors[:0]
+		c.mu.Lock()
+		if c.closed || len(c.live) == 0 {
+			c.polling = false
+			c.mu.Unlock()
+			return
+		}
+		for id, lc := range c.live {
+			if lc.pooled.Load() {
+				lc.wakeWriter()
+				continue
+			}
+			// A cursor is never ahead of what the writer read (sentSeq
+			// is stored before each command is sent), and the wakeup
+			// (ackCh) is kept until the writer's next wait, after which
+			// it reads the journal again: a command committed before
+			// this read is sent, at worst after a spurious wakeup.
+			cursors = append(cursors, CommandCursor{Session: id, Sent: lc.sentSeq.Load()})
+		}
+		c.mu.Unlock()
+		if len(cursors) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.stop, c.limits.DeadAfter)
+		ids, err := c.o.Store.SessionsWithCommandsAfter(ctx, cursors)
+		cancel()
+		if err != nil {
+			if c.stop.Err() == nil {
+				c.log.Warn("controller: read which sessions have commands to send; retrying at the next poll", "sessions", len(cursors), "err", err)
+			}
+			continue
+		}
+		c.mu.Lock()
+		for _, id := range ids {
+			if lc := c.live[id]; lc != nil {
+				lc.wakeWriter()
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
 // writer is the connection's one writer: commands in seq order from the
 // journal (from the runner's cursor on), acks after the sink's Sync, and
-// token renewals at half life.
+// token renewals at half life. It sleeps until it is woken (dispatch's
+// notifySession for a command journaled here, the journal poller for one
+// journaled by another replica, the intake for an ack) or until its own
+// deadline (a renewal, an ack batch): every wakeup channel is taken
+// before the journal is read, so a wakeup between the read and the wait
+// is kept, never lost.
 func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 	c := lc.c
 	acked := lc.welcomeAck
@@ -328,6 +408,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			if ok {
 				sess, claims, expiry = ns, cl, cl.ExpiresAt
 				renewAt = expiry.Add(-c.o.tokenTTL / 2)
+				lc.pooled.Store(false)
 			}
 		}
 		if claims.Company != authz.InstanceCompany {
@@ -400,26 +481,36 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		if len(cmds) == 64 {
 			continue
 		}
-		// Commands other replicas journaled arrive with the poll; a task
-		// session also wakes for its renewal (a probe token is never
-		// renewed: its writer must not spin on a renewal time long past).
-		next := c.o.Poll
+		// Commands other replicas journaled come with the journal
+		// poller's wakeup (pollJournal); a task session also wakes for its
+		// renewal (a probe token is never renewed: its writer must not
+		// spin on a renewal time long past), and stored events for their
+		// ack batch.
+		next := time.Duration(-1)
 		if lc.sess.Scope == prp.ScopeTask {
-			next = min(max(time.Until(renewAt), time.Millisecond), next)
+			next = max(time.Until(renewAt), time.Millisecond)
 		}
-		if ackIn > 0 {
-			next = min(next, ackIn)
+		if ackIn > 0 && (next < 0 || ackIn < next) {
+			next = ackIn
 		}
-		wake := time.NewTimer(next)
+		var wake *time.Timer
+		var deadline <-chan time.Time // nil: no deadline
+		if next >= 0 {
+			wake = time.NewTimer(next)
+			deadline = wake.C
+		}
 		select {
 		case <-ctx.Done():
-			wake.Stop()
-			return ctx.Err()
 		case <-ch:
 		case <-lc.ackCh:
-		case <-wake.C:
+		case <-deadline:
 		}
-		wake.Stop()
+		if wake != nil {
+			wake.Stop()
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 }
 
@@ -458,10 +549,10 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 		pctx, cancel := context.WithTimeout(ctx, lc.c.limits.DeadAfter)
 		err := lc.ws.Ping(pctx)
 		if err == nil {
-			// The peer answered: its claim lasts another DeadAfter.
-			now := time.Now()
+			// The peer answered: its claim lasts another DeadAfter,
+			// renewed with those of the other connections (renewClaim).
 			var ok bool
-			if ok, err = lc.c.o.Store.ClaimConnection(pctx, lc.sess.ID, lc.conn, now.Add(lc.c.limits.DeadAfter), now); err == nil && !ok {
+			if ok, err = lc.c.renewClaim(pctx, lc); err == nil && !ok {
 				err = errors.New("another connection claimed the session")
 			}
 		}
@@ -473,6 +564,125 @@ func (lc *liveConn) heartbeat(ctx context.Context) {
 				lc.cancel()
 			}
 			return
+		}
+	}
+}
+
+// claimRenewal is a connection's claim waiting for renewClaims, and where
+// its outcome goes.
+type claimRenewal struct {
+	claim ConnectionClaim
+	ctx   context.Context   // the heartbeat's
+	done  chan claimOutcome // buffered: renewClaims never waits
+	// Under Controller.claimMu: taken, in a batch being written; gone,
+	// given up before it was taken.
+	taken, gone bool
+}
+
+type claimOutcome struct {
+	held bool
+	err  error
+}
+
+// claimBatchDelay is the longest a connection's claim waits for those of
+// others to be renewed with it (renewClaims), at most a quarter of the
+// heartbeat interval.
+const claimBatchDelay = time.Second
+
+// renewClaim renews lc's claim on its session for another DeadAfter
+// (Store.ClaimConnection's condition) with the claims of every other
+// connection whose heartbeat was answered meanwhile, and reports whether
+// the claim is still lc's. When it returns, no write of the claim is
+// under way: the connection's end releases the claim after it, and a
+// renewal written after the release would refuse the runner's next
+// connection (409) until it expired.
+func (c *Controller) renewClaim(ctx context.Context, lc *liveConn) (bool, error) {
+	r := &claimRenewal{claim: ConnectionClaim{Session: lc.sess.ID, Conn: lc.conn}, ctx: ctx, done: make(chan claimOutcome, 1)}
+	c.claimMu.Lock()
+	c.claims = append(c.claims, r)
+	if !c.renewing {
+		c.renewing = true
+		go c.renewClaims()
+	}
+	c.claimMu.Unlock()
+	select {
+	case o := <-r.done:
+		return o.held, o.err
+	case <-ctx.Done():
+	}
+	c.claimMu.Lock()
+	if !r.taken {
+		r.gone = true
+		c.claimMu.Unlock()
+		return false, ctx.Err()
+	}
+	c.claimMu.Unlock()
+	// Its batch is being written, within DeadAfter (renewClaims).
+	o := <-r.done
+	return o.held, o.err
+}
+
+// renewClaims renews the claims that renewClaim queued, all of one
+// batch in one store call (Store.RenewConnections), while there are
+// some: each connection's heartbeat renewed its own claim, a write per
+// connection and heartbeat interval, a thousand a second with 10,000
+// sessions, which new leases waited behind on SQLite (issue 55). A batch
+// is what came within claimBatchDelay (at most a quarter of Heartbeat)
+// of its first claim; the claim lasts DeadAfter, three heartbeat
+// intervals, from its write. A batch whose write failed is tried again
+// with the next one, for the connections whose heartbeat still waits:
+// one failed write does not drop every connection of its batch.
+func (c *Controller) renewClaims() {
+	delay := min(claimBatchDelay, c.limits.Heartbeat/4)
+	var batch []*claimRenewal
+	var claims []ConnectionClaim
+	for {
+		t := time.NewTimer(delay)
+		select {
+		case <-c.stop.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		batch, claims = batch[:0], claims[:0]
+		c.claimMu.Lock()
+		for _, r := range c.claims {
+			if !r.gone {
+				r.taken = true
+				batch = append(batch, r)
+				claims = append(claims, r.claim)
+			}
+		}
+		c.claims = nil
+		if len(batch) == 0 {
+			c.renewing = false
+			c.claimMu.Unlock()
+			return
+		}
+		c.claimMu.Unlock()
+		ctx, cancel := context.WithTimeout(c.stop, c.limits.DeadAfter)
+		now := time.Now()
+		held, err := c.o.Store.RenewConnections(ctx, claims, now.Add(c.limits.DeadAfter), now)
+		cancel()
+		if err != nil && c.stop.Err() == nil {
+			c.log.Warn("controller: renew the claims of live connections; retrying", "connections", len(batch), "err", err)
+			c.claimMu.Lock()
+			for _, r := range batch {
+				if r.ctx.Err() == nil {
+					r.taken = false
+					c.claims = append(c.claims, r)
+				} else {
+					r.done <- claimOutcome{err: err}
+				}
+			}
+			c.claimMu.Unlock()
+			continue
+		}
+		ok := make(map[ConnectionClaim]bool, len(held))
+		for _, cl := range held {
+			ok[cl] = true
+		}
+		for _, r := range batch {
+			r.done <- claimOutcome{held: ok[r.claim], err: err}
 		}
 	}
 }

@@ -44,11 +44,16 @@ type Options struct {
 	Authorizer authz.Authorizer
 	// Heartbeat is how often a connected runner and the controller ping
 	// each other; a side that hears nothing for three heartbeats closes
-	// the connection (the session resumes on the next). Default: 10 s.
+	// the connection (the session resumes on the next). The claims of
+	// the connections whose runner answered are renewed together, one
+	// store write for those answered within a quarter heartbeat (at most
+	// a second). Default: 10 s.
 	Heartbeat time.Duration
 	// Poll is how often waiters and followers re-read the store besides
-	// this process's own notifications (other replicas' writes). Default:
-	// 500 ms.
+	// this process's own notifications (other replicas' writes), and how
+	// often the one journal poller asks the store, in one read for all
+	// connected sessions, which have commands another replica journaled
+	// (their writers are woken, no other's). Default: 500 ms.
 	Poll time.Duration
 	// MaxSessionOutput caps the output bytes stored per session, over all
 	// its tasks; a task's own prp.TaskStart.OutputLimit (0: none but this)
@@ -136,8 +141,18 @@ type Controller struct {
 	// work that grew with the square of the sessions, issue 55).
 	sessChanged map[string]chan struct{}
 	live        map[string]*liveConn
-	hellos      map[string]prpwire.Hello
-	closed      bool
+	// polling: the journal poller runs (pollJournal: while there are
+	// live connections); stop ends it, cancelled by Close.
+	polling bool
+	// claims are the connections' claims waiting for renewClaims, which
+	// runs while renewing.
+	claimMu  sync.Mutex
+	claims   []*claimRenewal
+	renewing bool
+	stop     context.Context
+	stopAll  context.CancelFunc
+	hellos   map[string]prpwire.Hello
+	closed   bool
 	// attached holds the ingress servers of the runners Attach connected,
 	// by lease (attach.go).
 	attached map[string]*attachment
@@ -191,6 +206,7 @@ func New(signer *prp.Signer, leases LeaseReader, secrets SecretResolver, opts *O
 	}
 	c := &Controller{o: o, signer: signer, leases: leases, secrets: secrets, changed: make(chan struct{}), sessChanged: map[string]chan struct{}{}, live: map[string]*liveConn{}, hellos: map[string]prpwire.Hello{}, attached: map[string]*attachment{},
 		runs: map[string]*Attachment{}, runLocks: map[string]chan struct{}{}}
+	c.stop, c.stopAll = context.WithCancel(context.Background())
 	if c.o.Tickets == nil {
 		c.o.Tickets = prpwire.NewMemoryTicketStore()
 	}
@@ -479,6 +495,7 @@ func (c *Controller) ConnectedSessions() []string {
 func (c *Controller) Close() error {
 	c.mu.Lock()
 	c.closed = true
+	c.stopAll()
 	conns := make(map[string]*liveConn, len(c.live))
 	for id, lc := range c.live {
 		conns[id] = lc

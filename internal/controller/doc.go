@@ -59,9 +59,19 @@
 //   - One connection: authentication before Accept, the session's
 //     one live connection claimed in the Store before the upgrade (a second
 //     connection is refused, 409 session_connected, on any replica; the
-//     heartbeat renews the claim, which lasts three Options.Heartbeat),
-//     the subprotocol, the read limit, hello / welcome, one reader and one
-//     writer goroutine and the Ping heartbeat.
+//     heartbeat renews the claim, which lasts three Options.Heartbeat,
+//     with those of the other connections answered meanwhile, in one
+//     store write: Store.RenewConnections), the subprotocol, the read
+//     limit, hello / welcome, one reader and one writer goroutine and the
+//     Ping heartbeat.
+//
+//   - Idle connections cost the store nothing of their own (issue 55):
+//     a writer reads its session's journal only when woken, by a command
+//     journaled in this process, by the controller's one journal poller
+//     (pollJournal, conn.go: once per Options.Poll one read,
+//     Store.SessionsWithCommandsAfter, names the connected sessions with
+//     commands their writer has not sent, which another replica
+//     journaled), by stored events to ack, or by its own renewal time.
 //
 //   - Admission control (admission.go, issue 55): a ceiling on the
 //     runner connections this process serves at once

@@ -103,6 +103,30 @@ func (s *memoryStore) ClaimConnection(ctx context.Context, session, conn string,
 	return true, nil
 }
 
+// RenewConnections implements Store.
+func (s *memoryStore) RenewConnections(ctx context.Context, claims []ConnectionClaim, until, now time.Time) ([]ConnectionClaim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	out := []ConnectionClaim{}
+	set := map[string]bool{}
+	for _, cl := range claims {
+		if _, ok := s.sessions[cl.Session]; !ok || set[cl.Session] {
+			continue
+		}
+		if c, ok := s.conns[cl.Session]; ok && c.conn != cl.Conn && c.until.After(now) {
+			continue
+		}
+		s.conns[cl.Session] = connClaim{conn: cl.Conn, until: until}
+		set[cl.Session] = true
+		out = append(out, cl)
+	}
+	return out, nil
+}
+
 // ReleaseConnection implements Store.
 func (s *memoryStore) ReleaseConnection(ctx context.Context, session, conn string) error {
 	if err := ctx.Err(); err != nil {
@@ -198,6 +222,23 @@ func (s *memoryStore) GetCommand(ctx context.Context, session, id string) (Comma
 		}
 	}
 	return CommandRecord{}, fmt.Errorf("controller: command %q of session %s: %w", id, session, errcode.ErrNotFound)
+}
+
+// SessionsWithCommandsAfter implements Store: a session's journal holds
+// seqs 1 to its length.
+func (s *memoryStore) SessionsWithCommandsAfter(ctx context.Context, cursors []CommandCursor) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []string{}
+	for _, cur := range cursors {
+		if uint64(len(s.commands[cur.Session])) > cur.Sent {
+			out = append(out, cur.Session)
+		}
+	}
+	return out, nil
 }
 
 // CommandsAfter implements Store.

@@ -72,6 +72,19 @@ type CommandRecord struct {
 	UpdatedAt time.Time
 }
 
+// ConnectionClaim is a session's live connection (Store.ClaimConnection).
+type ConnectionClaim struct {
+	Session string
+	Conn    string
+}
+
+// CommandCursor is how far a session's journal was read: Sent is the
+// highest command seq its connection's writer sent (0: none).
+type CommandCursor struct {
+	Session string
+	Sent    uint64
+}
+
 // OutputRef locates the bytes of one output event in an outputSink.
 type OutputRef struct {
 	File   string `json:"file"`
@@ -105,6 +118,14 @@ type Store interface {
 	// returns false, nil when another connection holds a live claim, and
 	// errcode.ErrNotFound for an unknown session.
 	ClaimConnection(ctx context.Context, session, conn string, until, now time.Time) (bool, error)
+	// RenewConnections is ClaimConnection for each of claims, all with
+	// until and now, in one write: a controller renews the claims of all
+	// its connections whose heartbeat was answered in one call (issue
+	// 55). It returns the claims it set, in no set order; a claim it did
+	// not set (another connection's claim lasts past now, or the session
+	// is not stored) is left out. Of two claims of one session at most
+	// one is set.
+	RenewConnections(ctx context.Context, claims []ConnectionClaim, until, now time.Time) ([]ConnectionClaim, error)
 	// ReleaseConnection drops conn's claim on session, if it holds it.
 	ReleaseConnection(ctx context.Context, session, conn string) error
 	// LeaseSessions returns the sessions of lease, oldest first (by
@@ -130,6 +151,15 @@ type Store interface {
 	// CommandsAfter returns the commands of session with seq > after, in
 	// seq order, at most limit (all if limit <= 0).
 	CommandsAfter(ctx context.Context, session string, after uint64, limit int) ([]CommandRecord, error)
+	// SessionsWithCommandsAfter returns the sessions of cursors (each
+	// session at most once in them) whose journal holds a command with a
+	// seq past the cursor's Sent, in no set order; none is an empty
+	// slice. A session that is not stored has no command. It is one read
+	// for all of them: a controller asks it once per Poll for all its
+	// live connections (the journal poller, conn.go) and wakes the
+	// writers of the sessions it returns, so that an idle connection
+	// costs the store no read of its own.
+	SessionsWithCommandsAfter(ctx context.Context, cursors []CommandCursor) ([]string, error)
 	// CompleteCommand stores res as the result of command res.CommandID of
 	// session and marks it done (indeterminate for an indeterminate
 	// result). The first result wins: completing a completed command

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -174,6 +176,71 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 			t.Errorf("a claim on an unknown session = %v, want ErrNotFound", err)
 		}
 	})
+	t.Run("claims are renewed in one write, each as ClaimConnection would", func(t *testing.T) {
+		s := newStore(t)
+		for _, id := range []string{"s_1", "s_2", "s_3", "s_4"} {
+			session(t, s, id)
+		}
+		// s_1 and s_2 are held by c_1 and c_2 until +1m, s_3 by c_x until
+		// +1m, s_4 by c_y until +10s.
+		for _, c := range []controller.ConnectionClaim{{Session: "s_1", Conn: "c_1"}, {Session: "s_2", Conn: "c_2"}, {Session: "s_3", Conn: "c_x"}} {
+			if ok, err := s.ClaimConnection(ctx, c.Session, c.Conn, now.Add(time.Minute), now); err != nil || !ok {
+				t.Fatalf("ClaimConnection(%s, %s) = %t, %v", c.Session, c.Conn, ok, err)
+			}
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_4", "c_y", now.Add(10*time.Second), now); err != nil || !ok {
+			t.Fatalf("ClaimConnection(s_4, c_y) = %t, %v", ok, err)
+		}
+		at := now.Add(20 * time.Second)
+		until := at.Add(time.Minute)
+		got, err := s.RenewConnections(ctx, []controller.ConnectionClaim{
+			{Session: "s_1", Conn: "c_1"}, // its own: renewed
+			{Session: "s_2", Conn: "c_2"}, // its own: renewed
+			{Session: "s_3", Conn: "c_3"}, // c_x's claim lasts: refused
+			{Session: "s_4", Conn: "c_4"}, // c_y's claim expired: taken
+			{Session: "s_9", Conn: "c_9"}, // no such session
+		}, until, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byID := func(a, b controller.ConnectionClaim) int { return strings.Compare(a.Session, b.Session) }
+		slices.SortFunc(got, byID)
+		if want := []controller.ConnectionClaim{{Session: "s_1", Conn: "c_1"}, {Session: "s_2", Conn: "c_2"}, {Session: "s_4", Conn: "c_4"}}; !slices.Equal(got, want) {
+			t.Errorf("RenewConnections = %v, want %v", got, want)
+		}
+		for id, want := range map[string]time.Time{"s_1": until, "s_2": until, "s_3": now.Add(time.Minute), "s_4": until} {
+			if r, err := s.GetSession(ctx, id); err != nil || !r.ConnectedUntil.Equal(want) {
+				t.Errorf("%s: ConnectedUntil = %v, %v; want %v", id, r.ConnectedUntil, err, want)
+			}
+		}
+		// The claims are the renewing connections': another is refused,
+		// the holder renews again.
+		if ok, err := s.ClaimConnection(ctx, "s_4", "c_y", until, at); err != nil || ok {
+			t.Errorf("the old connection's claim after the renewal took s_4 = %t, %v; want false", ok, err)
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_3", "c_3", until, at); err != nil || ok {
+			t.Errorf("a claim on s_3 while c_x holds it = %t, %v; want false", ok, err)
+		}
+		if got, err := s.RenewConnections(ctx, []controller.ConnectionClaim{{Session: "s_4", Conn: "c_4"}}, until.Add(time.Second), at); err != nil || !slices.Equal(got, []controller.ConnectionClaim{{Session: "s_4", Conn: "c_4"}}) {
+			t.Errorf("RenewConnections(s_4 by c_4) again = %v, %v; want s_4 by c_4", got, err)
+		}
+		// Of two claims of one free session, one is set, and named.
+		session(t, s, "s_5")
+		got, err = s.RenewConnections(ctx, []controller.ConnectionClaim{{Session: "s_5", Conn: "c_a"}, {Session: "s_5", Conn: "c_b"}}, until, at)
+		if err != nil || len(got) != 1 || got[0].Session != "s_5" {
+			t.Fatalf("RenewConnections of two claims of s_5 = %v, %v; want one of them", got, err)
+		}
+		other := map[string]string{"c_a": "c_b", "c_b": "c_a"}[got[0].Conn]
+		if ok, err := s.ClaimConnection(ctx, "s_5", other, until, at); err != nil || ok {
+			t.Errorf("s_5's claim by %s, after %s's was set = %t, %v; want false", other, got[0].Conn, ok, err)
+		}
+		if ok, err := s.ClaimConnection(ctx, "s_5", got[0].Conn, until, at); err != nil || !ok {
+			t.Errorf("s_5's claim renewed by %s, whose claim was set = %t, %v; want true", got[0].Conn, ok, err)
+		}
+		if got, err := s.RenewConnections(ctx, nil, until, at); err != nil || got == nil || len(got) != 0 {
+			t.Errorf("RenewConnections of no claim = %#v, %v; want an empty slice", got, err)
+		}
+	})
 	t.Run("a lease's sessions are listed oldest first, no other lease's", func(t *testing.T) {
 		s := newStore(t)
 		if got, err := s.LeaseSessions(ctx, "lease-1"); err != nil || got == nil || len(got) != 0 {
@@ -221,6 +288,58 @@ func RunStoreTests(t *testing.T, newStore func(t *testing.T) controller.Store) {
 		}
 		if got, _ := s.CommandsAfter(ctx, "s_1", 0, 2); len(got) != 2 {
 			t.Errorf("CommandsAfter with limit 2 returned %d", len(got))
+		}
+	})
+	t.Run("one read names the sessions with commands past their cursors", func(t *testing.T) {
+		s := newStore(t)
+		for _, id := range []string{"s_1", "s_2", "s_3", "s_4"} {
+			session(t, s, id)
+		}
+		// s_1 holds 3 commands, s_2 and s_3 one each, s_4 none.
+		for _, c := range []struct{ session, id string }{{"s_1", "c1"}, {"s_1", "c2"}, {"s_1", "c3"}, {"s_2", "c1"}, {"s_3", "c1"}} {
+			if _, _, err := s.AppendCommand(ctx, c.session, start(c.id, "echo"), now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pending := func(cursors ...controller.CommandCursor) []string {
+			t.Helper()
+			got, err := s.SessionsWithCommandsAfter(ctx, cursors)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == nil {
+				t.Error("SessionsWithCommandsAfter returned nil, want a slice")
+			}
+			slices.Sort(got)
+			return got
+		}
+		got := pending(controller.CommandCursor{Session: "s_1", Sent: 2}, controller.CommandCursor{Session: "s_2", Sent: 1},
+			controller.CommandCursor{Session: "s_3", Sent: 0}, controller.CommandCursor{Session: "s_4", Sent: 0},
+			controller.CommandCursor{Session: "s_unknown", Sent: 0})
+		if want := []string{"s_1", "s_3"}; !slices.Equal(got, want) {
+			t.Errorf("SessionsWithCommandsAfter = %v, want %v (s_1 past 2 of 3, s_3 past 0 of 1; s_2 sent all, s_4 and an unknown session have none)", got, want)
+		}
+		if got := pending(controller.CommandCursor{Session: "s_1", Sent: 3}, controller.CommandCursor{Session: "s_1x", Sent: 0}); len(got) != 0 {
+			t.Errorf("SessionsWithCommandsAfter with every command sent = %v, want none", got)
+		}
+		if got := pending(); len(got) != 0 {
+			t.Errorf("SessionsWithCommandsAfter of no cursor = %v, want none", got)
+		}
+		// A command journaled after a read is named by the next.
+		if _, _, err := s.AppendCommand(ctx, "s_4", start("c1", "echo"), now); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := pending(controller.CommandCursor{Session: "s_4", Sent: 0}, controller.CommandCursor{Session: "s_2", Sent: 1}), []string{"s_4"}; !slices.Equal(got, want) {
+			t.Errorf("SessionsWithCommandsAfter after an append = %v, want %v", got, want)
+		}
+		// Many cursors are still one read.
+		var many []controller.CommandCursor
+		for i := range 2000 {
+			many = append(many, controller.CommandCursor{Session: fmt.Sprintf("s_many_%d", i)})
+		}
+		many = append(many, controller.CommandCursor{Session: "s_1", Sent: 1})
+		if got, want := pending(many...), []string{"s_1"}; !slices.Equal(got, want) {
+			t.Errorf("SessionsWithCommandsAfter of %d cursors = %v, want %v", len(many), got, want)
 		}
 	})
 	t.Run("a duplicate returns the journaled command and a changed body conflicts", func(t *testing.T) {

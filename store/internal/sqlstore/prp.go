@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -155,6 +156,53 @@ func (s *PRPStore) ClaimConnection(ctx context.Context, session, conn string, un
 		return false, err
 	}
 	return false, nil
+}
+
+// RenewConnections implements controller.Store with one conditional
+// UPDATE of all the claims (ClaimConnection's condition per session),
+// which names the claims it set (of two claims of one session, the
+// database sets one): one statement and one commit however
+// many connections it renews. The claims go as one JSON parameter
+// ({"s": session, "c": connection}), each session found by the primary
+// key.
+func (s *PRPStore) RenewConnections(ctx context.Context, claims []controller.ConnectionClaim, until, now time.Time) ([]controller.ConnectionClaim, error) {
+	if len(claims) == 0 {
+		return []controller.ConnectionClaim{}, ctx.Err()
+	}
+	type claim struct {
+		S string `json:"s"`
+		C string `json:"c"`
+	}
+	cs := make([]claim, len(claims))
+	for i, c := range claims {
+		cs[i] = claim{c.Session, c.Conn}
+	}
+	arg, err := json.Marshal(cs)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: renew %d connection claims: %w", len(claims), err)
+	}
+	rows, err := s.db.writes().query(ctx, s.db.renewConnectionsSQL(), nanos(until), string(arg), nanos(now))
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: renew %d connection claims: %w", len(claims), err)
+	}
+	return collect(rows, "renew connection claims", func(sc scanner) (controller.ConnectionClaim, error) {
+		var c controller.ConnectionClaim
+		err := sc.Scan(&c.Session, &c.Conn)
+		return c, err
+	})
+}
+
+// renewConnectionsSQL is RenewConnections' statement: its parameters are
+// until, the claims (a JSON array read by SQLite's json_each,
+// PostgreSQL's jsonb_to_recordset) and now.
+func (db *DB) renewConnectionsSQL() string {
+	from := `(SELECT json_extract(value, '$.s') AS s, json_extract(value, '$.c') AS c FROM json_each(?)) AS p`
+	if db.d == postgres {
+		from = `jsonb_to_recordset(CAST(? AS jsonb)) AS p(s text, c text)`
+	}
+	return `UPDATE prp_sessions SET conn = p.c, conn_until = ? FROM ` + from + `
+		WHERE prp_sessions.id = p.s AND (prp_sessions.conn IS NULL OR prp_sessions.conn = p.c OR prp_sessions.conn_until IS NULL OR prp_sessions.conn_until <= ?)
+		RETURNING prp_sessions.id, prp_sessions.conn`
 }
 
 // ReleaseConnection implements controller.Store.

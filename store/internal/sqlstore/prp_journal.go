@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -115,6 +116,48 @@ func (s *PRPStore) CommandsAfter(ctx context.Context, session string, after uint
 		return nil, fmt.Errorf("sqlstore: commands of session %s: %w", session, err)
 	}
 	return collect(rows, "commands of session "+session, scanCommand)
+}
+
+// SessionsWithCommandsAfter implements controller.Store in one query
+// whatever the number of cursors: they go as one JSON parameter (a
+// statement of fixed text, prepared once), and each is one probe of the
+// journal's primary key (session, seq), past its Sent.
+func (s *PRPStore) SessionsWithCommandsAfter(ctx context.Context, cursors []controller.CommandCursor) ([]string, error) {
+	if len(cursors) == 0 {
+		return []string{}, ctx.Err()
+	}
+	type cursor struct {
+		S string `json:"s"`
+		N uint64 `json:"n"`
+	}
+	cs := make([]cursor, len(cursors))
+	for i, c := range cursors {
+		cs[i] = cursor{c.Session, c.Sent}
+	}
+	arg, err := json.Marshal(cs)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: sessions with commands to send: %w", err)
+	}
+	rows, err := s.db.reads().query(ctx, s.db.pendingCommandsSQL(), string(arg))
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: sessions with commands to send: %w", err)
+	}
+	return collect(rows, "sessions with commands to send", func(sc scanner) (string, error) {
+		var id string
+		err := sc.Scan(&id)
+		return id, err
+	})
+}
+
+// pendingCommandsSQL is SessionsWithCommandsAfter's query: its one
+// parameter is a JSON array of {"s": session, "n": sent}, read by
+// SQLite's json_each, PostgreSQL's jsonb_to_recordset.
+func (db *DB) pendingCommandsSQL() string {
+	from := `(SELECT json_extract(value, '$.s') AS s, json_extract(value, '$.n') AS n FROM json_each(?)) p`
+	if db.d == postgres {
+		from = `jsonb_to_recordset(CAST(? AS jsonb)) AS p(s text, n bigint)`
+	}
+	return `SELECT p.s FROM ` + from + ` WHERE EXISTS (SELECT 1 FROM prp_commands c WHERE c.session = p.s AND c.seq > p.n)`
 }
 
 // CompleteCommand implements controller.Store with one conditional UPDATE
