@@ -549,19 +549,24 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 		}
 		unlock := func() {}
 		if existing == nil {
-			// The quota's count and the record it admits are one step in
-			// this manager: concurrent acquisitions of a company wait here.
+			// Concurrent acquisitions of a company with a quota wait here,
+			// not holding a store connection in the store's quota lock.
+			// The store counts and writes in one step (InsertLease,
+			// AdoptPooled), which is what holds across replicas.
 			unlock = m.lockQuota(a)
-			held, err := m.quotaOrRunLease(ctx, a)
-			if err != nil {
-				unlock()
-				return nil, err
-			}
-			existing = held
 		}
 		if existing == nil && a.poolable() {
 			h, err := m.adopt(ctx, a)
-			if h != nil || err != nil {
+			if errors.Is(err, ErrQuota) {
+				// At the limit: an acquisition of a run whose lease
+				// exists still gets that lease.
+				held, rerr := m.runLeaseOr(ctx, a, err)
+				if rerr != nil {
+					unlock()
+					return nil, rerr
+				}
+				existing = held
+			} else if h != nil || err != nil {
 				unlock()
 				return h, err
 			}
@@ -577,7 +582,9 @@ func (m *Manager) acquire(ctx context.Context, a *acq) (*Handle, error) {
 				return m.create(ctx, a, l)
 			}
 			if errors.Is(err, ErrQuota) {
-				// Another replica took the company's last place first.
+				// The company is at its limit (another replica may have
+				// taken its last place first): an acquisition of a run
+				// whose lease exists still gets that lease.
 				held, rerr := m.runLeaseOr(ctx, a, err)
 				if rerr != nil {
 					return nil, rerr

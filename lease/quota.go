@@ -101,34 +101,6 @@ func (m *Manager) quotasFor(ctx context.Context, a *acq) (Quotas, error) {
 	return q, nil
 }
 
-// checkQuota refuses a, before its write-ahead record, when a new lease
-// would put its company past a limit of a.quotas. It reads the company's
-// live leases (Filter.Live, through the status index). It is the early
-// answer of this manager (lockQuota serializes it with the write here);
-// the store checks again in the step that writes (InsertLease,
-// AdoptPooled), which is what holds across replicas.
-func (m *Manager) checkQuota(ctx context.Context, a *acq) error {
-	q := a.quotas
-	if !q.limits(a.req.Company) {
-		return nil
-	}
-	f := Filter{Company: a.req.Company, Live: true}
-	if q.PerCompany <= 0 {
-		f.Environment = a.env.ID
-	}
-	ls, err := m.store.ListLeases(ctx, f)
-	if err != nil {
-		return fmt.Errorf("lease: acquire environment %s: counting the live leases of company %s for its quota: %w", a.env.ID, a.req.Company, err)
-	}
-	onEnv := 0
-	for _, l := range ls {
-		if l.Environment == a.env.ID {
-			onEnv++
-		}
-	}
-	return q.Admit(a.req.Company, a.env.ID, len(ls), onEnv)
-}
-
 // quotaNamed returns err, a quota refusal, with a message that names a's
 // environment by its name (the store that refused knows only its id);
 // other errors as they are.
@@ -143,11 +115,12 @@ func quotaNamed(a *acq, err error) error {
 	return &errcode.Error{Message: strings.ReplaceAll(msg, "environment "+a.env.ID, fmt.Sprintf("environment %q", a.env.Name)), Err: err}
 }
 
-// lockQuota serializes, in this manager, the quota check of a's company
-// with the write of the record it admits (the insert or the adoption), so
-// that concurrent acquisitions of one company wait here rather than in
-// the store; it returns the unlock (idempotent). Without quotas it locks
-// nothing.
+// lockQuota serializes, in this manager, the writes of a's company that
+// the store admits against its quotas (the insert or the adoption, each
+// one step that counts the company's live leases and writes), so that
+// concurrent acquisitions of one company wait here rather than in the
+// store's quota lock, each holding a store connection; it returns the
+// unlock (idempotent). Without quotas it locks nothing.
 func (m *Manager) lockQuota(a *acq) func() {
 	if !a.quotas.limits(a.req.Company) {
 		return func() {}
@@ -158,14 +131,6 @@ func (m *Manager) lockQuota(a *acq) func() {
 	mu.Lock()
 	var once sync.Once
 	return func() { once.Do(mu.Unlock) }
-}
-
-// quotaOrRunLease is checkQuota for an acquisition about to insert a new
-// record. An acquisition of a run whose lease exists adds no lease: when
-// the quota refuses, the run key's holder, if any, is returned instead (nil
-// with a nil error: no limit in the way).
-func (m *Manager) quotaOrRunLease(ctx context.Context, a *acq) (*Lease, error) {
-	return m.runLeaseOr(ctx, a, m.checkQuota(ctx, a))
 }
 
 // runLeaseOr returns the lease holding a's run key when qerr is a quota
