@@ -123,7 +123,7 @@ func TestUpwardImportsAreFound(t *testing.T) {
 		module + "/nowhere":              nil,
 		module + "/internal/testenv":     {module + "/store/internal/sqlstore"}, // 0 -> 6
 		module + "/examples/envctl":      {module},                              // 6 -> 6
-		module + "/drivers/daytona/fake": {module + "/clock"},
+		module + "/drivers/daytona/fake": {module + "/internal/clock"},
 	})
 	want := []string{
 		module + "/drivers (floor 1) imports " + module + "/lease (floor 3)",

@@ -60,9 +60,7 @@
 //
 //   - images, qualification: pure values (OCI references and identities;
 //     qualification views, records and platforms). images/resolve pins
-//     tags to digests over the network. clock: the Clock that Options fields
-//     take, with a Fake that drives the fake driver's delays and the lease
-//     manager's time deterministically.
+//     tags to digests over the network.
 //   - drivers: the driver contract (Driver, Sandbox, optional capability
 //     interfaces, sentinel errors, Registry); drivers/config: a driver's
 //     config and its schema (validation, secrets, redaction). drivers/local,

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // errProviderDisabled is why the "down" fake reports itself unavailable.

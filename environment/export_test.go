@@ -7,7 +7,7 @@ import (
 
 	"context"
 
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"

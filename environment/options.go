@@ -4,8 +4,8 @@ import (
 	"log/slog"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // common is what newCatalog and newAssignments build alike from the

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/handoverhook"
 	"github.com/berthdev/berth/internal/leasehook"

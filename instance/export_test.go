@@ -1,7 +1,7 @@
 package instance
 
 import (
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/instancehook"
 )
 

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
 	"github.com/berthdev/berth/instance/instancetest"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/instancehook"
 )
 

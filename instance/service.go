@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/instancehook"
 )
 

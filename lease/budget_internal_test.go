@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/leasehook"
 )
 

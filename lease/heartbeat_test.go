@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/local"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"

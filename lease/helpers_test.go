@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/leasehook"

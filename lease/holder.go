@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // A host lease (local, ssh) is a session that lives in the process of the

@@ -14,12 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/instance"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasehook"
 	"github.com/berthdev/berth/internal/leasetune"

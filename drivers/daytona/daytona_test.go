@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/drivers/drivertest"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/testenv"
 )

@@ -15,10 +15,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // Name is the name of the daytona driver.

@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/daytona"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/reason"
 )

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/daytonafake"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/internal/leasehook"

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/retry"
 )
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/retry"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/daytonafake"
 )
 

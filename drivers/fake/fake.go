@@ -13,11 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/fakectl"
 )
 

@@ -8,11 +8,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/drivers/fake"
 	"github.com/berthdev/berth/errcode"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/fakectl"
 	"github.com/berthdev/berth/internal/reason"
 )

@@ -13,9 +13,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // The causes of the resolver's errors. Every error returned by Resolve and

@@ -18,8 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/testenv"
 )
 

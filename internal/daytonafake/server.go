@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // Routes of the fake, as Go ServeMux patterns. Fault.Route and Calls take

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 	"github.com/berthdev/berth/internal/daytonafake"
 )
 

@@ -24,9 +24,9 @@ package fakectl
 import (
 	"time"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/images"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // Controls are the test controls of one fake driver. They are safe to use

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/berthdev/berth/authz"
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // Options configure the Service; the zero value means defaults.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // WithDeadline returns a context that is done when parent is done or when

@@ -29,7 +29,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 // Defaults of Policy's zero fields.

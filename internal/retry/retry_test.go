@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/berthdev/berth/clock"
 	"github.com/berthdev/berth/drivers"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

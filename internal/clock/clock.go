@@ -8,9 +8,10 @@
 //	clk.Advance(5 * time.Minute) // its timer fires; nothing slept
 //
 // Real is the wall clock; Fake moves only when its owner advances it.
-// Options fields across berth take a Clock, so that time can run on a
-// Fake (berth's own tests run the lease manager's and the fake driver's
-// time on one). It imports nothing of berth (floor 0).
+// berth's own packages take a Clock through their internal hooks, so that
+// berth's own tests run the lease manager's and the fake driver's time on
+// one Fake; no host or driver author passes one. It imports nothing of
+// berth (floor 0).
 package clock
 
 import (

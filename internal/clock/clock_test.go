@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthdev/berth/clock"
+	"github.com/berthdev/berth/internal/clock"
 )
 
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
