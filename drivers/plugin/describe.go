@@ -69,7 +69,7 @@ func describe(d drivers.Driver, version string) *pluginpb.Description {
 	_, health := d.(drivers.HealthChecker)
 	_, arch := d.(drivers.ArchReporter)
 	_, imgs := d.(drivers.ImageLister)
-	w := &pluginpb.Description{Name: d.Name(), Version: version, ProtocolVersion: ProtocolVersion, Kind: c.Kind.String(),
+	w := &pluginpb.Description{Name: d.Name(), Version: version, ProtocolVersion: protocolVersion, Kind: c.Kind.String(),
 		Capabilities: setToWire(c.Declared & implemented(d)), StartupBudgetNs: int64(c.StartupBudget),
 		Isolation: drivers.IsolationOf(d, nil).String(), Schema: ws, Narrows: narrows, Isolates: isolates, Health: health, Arch: arch,
 		Images: imgs}
@@ -133,7 +133,7 @@ func (d description) capabilities() (drivers.Capabilities, error) {
 		return drivers.Capabilities{}, err
 	}
 	if extra := set &^ carried; extra != 0 {
-		return drivers.Capabilities{}, fmt.Errorf("it declares %s, which protocol version %d does not carry", extra, ProtocolVersion)
+		return drivers.Capabilities{}, fmt.Errorf("it declares %s, which protocol version %d does not carry", extra, protocolVersion)
 	}
 	budget, err := time.ParseDuration(d.StartupBudget)
 	if err != nil {

@@ -15,7 +15,7 @@
 // or every plugin of a directory whose pins file (PinsFile, in the form
 // sha256sum prints) the operator wrote: plugin.LoadDir("/opt/berth/plugins", opts).
 //
-// Load reads the manifest beside the binary (Binary + ManifestSuffix,
+// Load reads the manifest beside the binary (Binary + ".manifest.json",
 // written once by WriteManifest): the driver's name, the plugin's version,
 // the protocol version, the capabilities, the config schema, the startup
 // budget and isolation, and the SHA-256 of the binary it describes.

@@ -41,9 +41,9 @@ type Plugin struct {
 	SHA256 string
 }
 
-// ManifestSuffix ends the name of a plugin's manifest: the manifest of the
+// manifestSuffix ends the name of a plugin's manifest: the manifest of the
 // binary /opt/berth/plugins/acme is /opt/berth/plugins/acme.manifest.json.
-const ManifestSuffix = ".manifest.json"
+const manifestSuffix = ".manifest.json"
 
 // manifest is the file beside a plugin binary that says, without starting
 // it, what it serves: its description and the SHA-256 of the binary it was
@@ -85,14 +85,14 @@ func refused(binary, why string) error {
 // and its handshake must agree with the manifest field by field, else every
 // call fails naming the difference. Close ends the process. A manifest
 // that records another SHA-256 than the pin, or another protocol version
-// than ProtocolVersion, is refused here, naming both.
+// than this package's (1), is refused here, naming both.
 //
 // opts, if not nil, says where the plugin's stderr goes.
 func Load(p Plugin, opts *Options) (drivers.Driver, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p.Binary + ManifestSuffix)
+	b, err := os.ReadFile(p.Binary + manifestSuffix)
 	if err != nil {
 		return nil, refused(p.Binary, fmt.Sprintf("its manifest cannot be read (%v): write it with WriteManifest", err))
 	}
@@ -103,8 +103,8 @@ func Load(p Plugin, opts *Options) (drivers.Driver, error) {
 	if m.SHA256 != p.SHA256 {
 		return nil, refused(p.Binary, fmt.Sprintf("its manifest is for the binary of SHA-256 %s, the pin is %s", m.SHA256, p.SHA256))
 	}
-	if m.ProtocolVersion != ProtocolVersion {
-		return nil, refused(p.Binary, fmt.Sprintf("its manifest says protocol version %d, this host speaks version %d", m.ProtocolVersion, ProtocolVersion))
+	if m.ProtocolVersion != protocolVersion {
+		return nil, refused(p.Binary, fmt.Sprintf("its manifest says protocol version %d, this host speaks version %d", m.ProtocolVersion, protocolVersion))
 	}
 	c := &client{p: p, desc: m.description, opts: cmp.Or(opts, &Options{})}
 	if err := c.init(); err != nil {
@@ -115,7 +115,7 @@ func Load(p Plugin, opts *Options) (drivers.Driver, error) {
 
 // WriteManifest starts the plugin p (only if its binary matches the pin),
 // asks it what it serves, ends it and writes its manifest beside the
-// binary (Binary + ManifestSuffix), recording the pin. An operator runs it
+// binary (Binary + ".manifest.json"), recording the pin. An operator runs it
 // once per pinned binary; Load reads the manifest after.
 func WriteManifest(ctx context.Context, p Plugin) error {
 	if err := p.check(); err != nil {
@@ -139,7 +139,7 @@ func WriteManifest(ctx context.Context, p Plugin) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(p.Binary+ManifestSuffix, append(b, '\n'), 0o644)
+	return os.WriteFile(p.Binary+manifestSuffix, append(b, '\n'), 0o644)
 }
 
 // client is the host's side of one plugin: the driver berth sees.
@@ -233,7 +233,7 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 		case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
 			return nil, refused(c.p.Binary, "its contents do not match the pin "+c.p.SHA256+" (it was not started): install the pinned binary or pin this one")
 		case strings.Contains(strings.ToLower(err.Error()), "incompatible api version"):
-			return nil, refused(c.p.Binary, fmt.Sprintf("it speaks another protocol version than this host's %d (%v)", ProtocolVersion, err))
+			return nil, refused(c.p.Binary, fmt.Sprintf("it speaks another protocol version than this host's %d (%v)", protocolVersion, err))
 		}
 		return nil, &errcode.Error{Target: "plugin " + c.p.Binary, Message: fmt.Sprintf("The plugin %s could not be started: check that it is a berth plugin built for this machine.", c.p.Binary),
 			Err: fmt.Errorf("start: %v: %w", err, drivers.ErrUnavailable)}

@@ -14,15 +14,15 @@ import (
 	"github.com/berthdev/berth/drivers/plugin/internal/pluginpb"
 )
 
-// ProtocolVersion is the version of the plugin protocol this package
-// speaks (driver.proto); a plugin and a host of different versions refuse
-// each other, naming both.
-const ProtocolVersion = 1
+// protocolVersion is the version of the plugin protocol this package
+// speaks (driver.proto), 1; a plugin and a host of different versions
+// refuse each other, naming both.
+const protocolVersion = 1
 
 // handshake is go-plugin's handshake: the magic cookie keeps a plugin
 // binary from serving when it is run by hand.
 var handshake = goplugin.HandshakeConfig{
-	ProtocolVersion:  ProtocolVersion,
+	ProtocolVersion:  protocolVersion,
 	MagicCookieKey:   "BERTH_PLUGIN",
 	MagicCookieValue: "berth-driver-plugin",
 }
@@ -70,7 +70,7 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, b *goplugin.GRPCBroker, cc *g
 //
 // Run by hand rather than by a host, the binary says so and exits with
 // status 1. The host sees of d's capabilities those that d declares,
-// implements and the protocol carries (ProtocolVersion 1: exec,
+// implements and the protocol carries (protocol version 1: exec,
 // stream_exec, reuse, list, destroy_by_id, image_identity,
 // template_capture, template_delete, terminal, files and runner_ingress),
 // and d's drivers.ArchReporter and drivers.ImageLister when d implements

@@ -1,0 +1,4 @@
+package plugin
+
+// ManifestSuffix is manifestSuffix for the external tests.
+const ManifestSuffix = manifestSuffix
