@@ -66,7 +66,6 @@ var sentinelCodes = map[string]struct {
 	"lease.ErrCleanupPending":    {lease.ErrCleanupPending, errcode.Unavailable},
 	"lease.ErrQuota":             {lease.ErrQuota, errcode.Unavailable},
 	"templates.ErrSessionActive": {templates.ErrSessionActive, errcode.Conflict},
-	"templates.ErrTokenInvalid":  {templates.ErrTokenInvalid, errcode.AuthFailed},
 
 	"instance.ErrEnvironmentsDisabled": {instance.ErrEnvironmentsDisabled, errcode.Unavailable},
 	"instance.ErrManagedSandboxOnly":   {instance.ErrManagedSandboxOnly, errcode.Unavailable},

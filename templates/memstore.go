@@ -307,7 +307,7 @@ func (m *memoryStore) RedeemTerminalToken(ctx context.Context, hash string, now 
 	defer m.mu.Unlock()
 	rec, ok := m.tokens[hash]
 	if !ok || rec.used || !rec.t.ExpiresAt.After(now) {
-		return nil, fmt.Errorf("custom: redeem terminal token: %w", ErrTokenInvalid)
+		return nil, fmt.Errorf("custom: redeem terminal token: %w", errTokenInvalid)
 	}
 	rec.used = true
 	c := rec.t

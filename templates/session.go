@@ -15,6 +15,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/errmsg"
+	"github.com/berthdev/berth/internal/templatehook"
 )
 
 // SessionState is a setup session's state (IMG-4): starting ->
@@ -266,6 +267,7 @@ func (sc *setupScript) hash(base string) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// ErrTokenInvalid: a terminal token that is unknown, used, expired, or
-// presented for another session, path or principal.
-var ErrTokenInvalid error = &errcode.Error{Code: errcode.AuthFailed, Reason: "terminal_token_invalid", Err: errors.New("custom: terminal token invalid, used or expired")}
+// errTokenInvalid: a terminal token that is unknown, used, expired, or
+// presented for another session, path or principal (the stores' sentinel,
+// templatehook.ErrTokenInvalid).
+var errTokenInvalid = templatehook.ErrTokenInvalid

@@ -145,7 +145,7 @@ func (h *termHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// refused and stays usable by its owner.
 	rec, err := h.s.src.Templates.RedeemTerminalToken(ctx, tokenHash(tok, p, r.URL.Path), h.s.o.clock.Now())
 	if err != nil {
-		if errors.Is(err, ErrTokenInvalid) {
+		if errors.Is(err, errTokenInvalid) {
 			http.Error(w, "terminal token invalid, used, expired, or not yours for this path", http.StatusUnauthorized)
 		} else {
 			http.Error(w, "terminal token could not be checked", http.StatusServiceUnavailable)

@@ -8,6 +8,7 @@ package templatehook
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/config"
 	"github.com/berthdev/berth/environment"
+	"github.com/berthdev/berth/errcode"
 	"github.com/berthdev/berth/internal/envhook"
 	"github.com/berthdev/berth/lease"
 )
@@ -79,6 +81,13 @@ type Filter struct {
 	// ListTemplates ignores it).
 	Active bool
 }
+
+// ErrTokenInvalid is what Records.RedeemTerminalToken returns (wrapped)
+// for a terminal token that is unknown, used or expired, and what the
+// templates Service's terminal handler refuses a token with when it was
+// presented for another session, path or principal (reason
+// terminal_token_invalid, code auth_failed; the handler answers 401).
+var ErrTokenInvalid error = &errcode.Error{Code: errcode.AuthFailed, Reason: "terminal_token_invalid", Err: errors.New("custom: terminal token invalid, used or expired")}
 
 // TerminalToken is the stored record of a terminal token
 // (templates.Service.MintTerminalToken): the token itself is never kept.

@@ -402,19 +402,19 @@ func testTerminalTokenRefusalUsesNothing(t *testing.T, s records) {
 		t.Fatal(err)
 	}
 	got, err := s.RedeemTerminalToken(ctx, fmt.Sprintf("%064x", 10), baseTime)
-	wantErr(t, "redeem of another hash", err, templates.ErrTokenInvalid)
+	wantErr(t, "redeem of another hash", err, templatehook.ErrTokenInvalid)
 	if got != nil {
 		t.Errorf("redeem of another hash returned %+v", got)
 	}
 	_, err = s.RedeemTerminalToken(ctx, tok.Hash, baseTime.Add(2*time.Minute))
-	wantErr(t, "redeem past its expiry", err, templates.ErrTokenInvalid)
+	wantErr(t, "redeem past its expiry", err, templatehook.ErrTokenInvalid)
 	got, err = s.RedeemTerminalToken(ctx, tok.Hash, baseTime.Add(time.Second))
 	if err != nil {
 		t.Fatalf("its owner after the refusals: %v (a refusal used the token up)", err)
 	}
 	diff(t, "redeemed token", tok, got)
 	_, err = s.RedeemTerminalToken(ctx, tok.Hash, baseTime.Add(time.Second))
-	wantErr(t, "a second redeem by its owner", err, templates.ErrTokenInvalid)
+	wantErr(t, "a second redeem by its owner", err, templatehook.ErrTokenInvalid)
 }
 
 func testTerminalTokens(t *testing.T, s records) {
@@ -430,9 +430,9 @@ func testTerminalTokens(t *testing.T, s records) {
 		t.Fatal(err)
 	}
 	_, err := s.RedeemTerminalToken(ctx, expired.Hash, baseTime.Add(time.Minute))
-	wantErr(t, "redeem at its expiry", err, templates.ErrTokenInvalid)
+	wantErr(t, "redeem at its expiry", err, templatehook.ErrTokenInvalid)
 	_, err = s.RedeemTerminalToken(ctx, fmt.Sprintf("%064x", 3), baseTime)
-	wantErr(t, "redeem of an unknown hash", err, templates.ErrTokenInvalid)
+	wantErr(t, "redeem of an unknown hash", err, templatehook.ErrTokenInvalid)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var won []*templatehook.TerminalToken
@@ -446,7 +446,7 @@ func testTerminalTokens(t *testing.T, s records) {
 			switch {
 			case err == nil:
 				won = append(won, got)
-			case !errors.Is(err, templates.ErrTokenInvalid):
+			case !errors.Is(err, templatehook.ErrTokenInvalid):
 				t.Errorf("RedeemTerminalToken: %v", err)
 			}
 		}()

@@ -226,7 +226,7 @@ func (db *DB) RedeemTerminalToken(ctx context.Context, hash string, now time.Tim
 	if n, err := res.RowsAffected(); err != nil {
 		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", err)
 	} else if n == 0 {
-		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", templates.ErrTokenInvalid)
+		return nil, fmt.Errorf("sqlstore: redeem terminal token: %w", templatehook.ErrTokenInvalid)
 	}
 	var doc string
 	if err := db.writes().queryRow(ctx, "SELECT doc FROM setup_terminal_tokens WHERE hash = ?", hash).Scan(&doc); err != nil {
