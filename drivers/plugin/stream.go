@@ -1,10 +1,10 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"bytes"
 	"io"
 	"os"
 	"sync"
@@ -371,6 +371,7 @@ func (p *process) takeOutput(m *pluginpb.OutputConn) error {
 	if err != nil {
 		return fmt.Errorf("output connection: %w", err)
 	}
+	outputConnsTaken.Add(1)
 	p.outFile, p.outDone = f, make(chan struct{})
 	go func() {
 		defer close(p.outDone)
@@ -384,6 +385,10 @@ func (p *process) takeOutput(m *pluginpb.OutputConn) error {
 	}()
 	return nil
 }
+
+// outputConnsTaken counts the output connections this process took (the
+// tests check that a Docker plugin's stream comes on one).
+var outputConnsTaken atomic.Int64
 
 // stopOutput closes the output's connection, if one was handed over,
 // and returns once its reader ended.

@@ -1,0 +1,5 @@
+package plugin
+
+// OutputConnsTaken returns how many output connections plugins handed
+// this process's streams (outsock.go).
+func OutputConnsTaken() int64 { return outputConnsTaken.Load() }
