@@ -180,10 +180,17 @@ func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr
 // and closes p.done at its end. A stdout that takes the output itself (a
 // plugin's, drivers/plugin, which passes the connection to its host) is
 // handed the connection instead, when it is a socket of this machine
-// (not TLS); p.done is then closed when the taker stopped reading.
+// (not TLS); p.done is then closed when the taker stopped reading. The
+// connection is then closed here unless the command's stdin is written
+// to it: a descriptor of it left open in this process would wake this
+// process's poller at each piece of output that arrives for the taker.
+// (A primed exec without stdin half-closes it before.)
 func (p *process) copyOutput(stdout, stderr io.Writer) {
 	if t, ok := stdout.(handoff.Taker); ok {
 		if done, ok := handOver(t, p.hj); ok {
+			if !p.stdin {
+				p.closeConn()
+			}
 			go func() {
 				p.copyErr = <-done
 				close(p.done)

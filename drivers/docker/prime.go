@@ -141,11 +141,12 @@ func (s *sandbox) startPrimed(ctx context.Context, pr *primedExec, cmd drivers.C
 	}
 	p := &process{s: s, execID: pr.execID, marker: marker, hj: pr.hj, started: started, stdin: cmd.Stdin != nil,
 		done: make(chan struct{}), finished: make(chan struct{})}
+	if cmd.Stdin == nil {
+		_ = pr.hj.CloseWrite()
+	}
 	p.copyOutput(stdout, stderr)
 	if cmd.Stdin != nil {
 		driverkit.CopyStdin(closeWriter{pr.hj}, cmd.Stdin, p.finished)
-	} else {
-		_ = pr.hj.CloseWrite()
 	}
 	go p.run(ctx)
 	return p

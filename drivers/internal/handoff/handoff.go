@@ -18,8 +18,9 @@ const DockerMultiplexed = "docker-multiplexed"
 // in Format, to its end.
 type Output struct {
 	// File is a duplicate of the connection's descriptor: the taker reads
-	// it and closes it. The driver keeps its own descriptor (to write
-	// stdin, to close it on cancellation) and reads nothing from it.
+	// it and closes it. The driver reads nothing from its own descriptor
+	// and closes it unless it writes the command's stdin to it (one left
+	// open would wake the driver's poller at each piece of output).
 	File *os.File
 	// Buffered are the bytes the driver read from the connection before
 	// it handed it over: they come before File's.
