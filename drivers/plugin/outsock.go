@@ -73,8 +73,8 @@ func newOutSocket() (*outSocket, *os.File, error) {
 }
 
 // receive takes the descriptors the plugin sends until its end closes.
-// A packet that is not an id with one descriptor is dropped, its
-// descriptors closed.
+// A packet that is not an id with one descriptor of a socket is dropped,
+// its descriptors closed.
 func (o *outSocket) receive() {
 	defer o.shut()
 	buf := make([]byte, 16)
@@ -98,9 +98,12 @@ func (o *outSocket) receive() {
 			}
 			continue
 		}
-		// Non-blocking, so that the host's reads wait in the runtime's
-		// poller and closing the file ends a read that waits.
-		if err := syscall.SetNonblock(fds[0], true); err != nil {
+		// A socket, made non-blocking, so that the host's reads wait in
+		// the runtime's poller and closing the file ends a read that
+		// waits (a descriptor the poller cannot wait on would hold a
+		// cancelled stream's Wait).
+		var st syscall.Stat_t
+		if syscall.Fstat(fds[0], &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFSOCK || syscall.SetNonblock(fds[0], true) != nil {
 			_ = syscall.Close(fds[0])
 			continue
 		}

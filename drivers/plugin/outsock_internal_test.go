@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -11,10 +12,10 @@ import (
 	"time"
 )
 
-// The host's end of an output socket takes a descriptor sent with its id
-// (before or after the claim), drops a packet that is not an id with one
-// descriptor, and once the plugin's end closes fails the claims and
-// closes what was not claimed.
+// The host's end of an output socket takes a socket's descriptor sent
+// with its id (before or after the claim), drops a packet that is not an
+// id with one descriptor of a socket, and once the plugin's end closes
+// fails the claims and closes what was not claimed.
 func TestOutSocket(t *testing.T) {
 	o, child, err := newOutSocket()
 	if err != nil {
@@ -44,20 +45,35 @@ func TestOutSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pipe := func(text string) *os.File {
+	// conn returns the read end of a connection that carries text.
+	conn := func(text string) *os.File {
+		t.Helper()
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := os.NewFile(uintptr(fds[1]), "w")
+		_, _ = w.WriteString(text)
+		_ = w.Close()
+		r := os.NewFile(uintptr(fds[0]), "r")
+		t.Cleanup(func() { _ = r.Close() })
+		return r
+	}
+	pipe := func() *os.File {
 		t.Helper()
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = w.WriteString(text)
 		_ = w.Close()
 		t.Cleanup(func() { _ = r.Close() })
 		return r
 	}
 	read := func(id uint64, want string) {
 		t.Helper()
-		f, err := o.claim(t.Context(), id)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		f, err := o.claim(ctx, id)
 		if err != nil {
 			t.Fatalf("claim %d: %v", id, err)
 		}
@@ -68,16 +84,23 @@ func TestOutSocket(t *testing.T) {
 		}
 	}
 
-	sendFile(1, nil, pipe("one"))
+	sendFile(1, nil, conn("one"))
 	read(1, "one") // sent before the claim
-	go func() { time.Sleep(50 * time.Millisecond); sendFile(2, nil, pipe("two")) }()
+	go func() { time.Sleep(50 * time.Millisecond); sendFile(2, nil, conn("two")) }()
 	read(2, "two")                            // claimed before it came
-	sendFile(3, []byte("short"), pipe("bad")) // not an id
-	sendFile(4, nil, pipe("x"), pipe("y"))    // two descriptors
+	sendFile(3, []byte("short"), conn("bad")) // not an id
+	sendFile(4, nil, conn("x"), conn("y"))    // two descriptors
 	sendFile(5, nil)                          // none
-	sendFile(6, nil, pipe("six"))             // never claimed
-	sendFile(7, nil, pipe("seven"))
+	sendFile(6, nil, conn("six"))             // never claimed
+	sendFile(9, nil, pipe())                  // not a socket
+	sendFile(7, nil, conn("seven"))
 	read(7, "seven") // the bad packets were dropped in between
+	o.mu.Lock()
+	_, kept := o.files[9]
+	o.mu.Unlock()
+	if kept {
+		t.Errorf("a pipe was kept as an output connection")
+	}
 	_ = plug.Close()
 	if _, err := o.claim(t.Context(), 8); !errors.Is(err, errOutSocketClosed) {
 		t.Errorf("claim after the plugin's end closed: %v, want errOutSocketClosed", err)
