@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
+	"github.com/berthdev/berth/drivers/internal/handoff"
 	"github.com/berthdev/berth/images"
 )
 
@@ -166,15 +168,60 @@ func (s *sandbox) start(ctx context.Context, cmd drivers.Command, stdout, stderr
 	}
 	p := &process{s: s, execID: created.ID, marker: marker, hj: hj, started: started, stdin: cmd.Stdin != nil,
 		done: make(chan struct{}), finished: make(chan struct{})}
-	go func() {
-		_, p.copyErr = stdcopy.StdCopy(stdout, stderr, hj.Reader)
-		close(p.done)
-	}()
+	p.copyOutput(stdout, stderr)
 	if cmd.Stdin != nil {
 		driverkit.CopyStdin(closeWriter{hj}, cmd.Stdin, p.finished)
 	}
 	go p.run(ctx)
 	return p, nil
+}
+
+// copyOutput copies the exec's output to stdout and stderr, demultiplexed,
+// and closes p.done at its end. A stdout that takes the output itself (a
+// plugin's, drivers/plugin, which passes the connection to its host) is
+// handed the connection instead, when it is a socket of this machine
+// (not TLS); p.done is then closed when the taker stopped reading. The
+// connection is then closed here unless the command's stdin is written
+// to it: a descriptor of it left open in this process would wake this
+// process's poller at each piece of output that arrives for the taker.
+// (A primed exec without stdin half-closes it before.)
+func (p *process) copyOutput(stdout, stderr io.Writer) {
+	if t, ok := stdout.(handoff.Taker); ok {
+		if done, ok := handOver(t, p.hj); ok {
+			if !p.stdin {
+				p.closeConn()
+			}
+			go func() {
+				p.copyErr = <-done
+				close(p.done)
+			}()
+			return
+		}
+	}
+	go func() {
+		_, p.copyErr = stdcopy.StdCopy(stdout, stderr, p.hj.Reader)
+		close(p.done)
+	}()
+}
+
+// handOver offers t the connection of hj: a duplicate of its descriptor
+// and what its reader buffered. ok is false when the connection has no
+// descriptor of its own (TLS) or t declines.
+func handOver(t handoff.Taker, hj types.HijackedResponse) (<-chan error, bool) {
+	fc, ok := hj.Conn.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, false
+	}
+	f, err := fc.File()
+	if err != nil {
+		return nil, false
+	}
+	var buffered []byte
+	if n := hj.Reader.Buffered(); n > 0 {
+		b, _ := hj.Reader.Peek(n)
+		buffered = bytes.Clone(b)
+	}
+	return t.TakeOutput(handoff.Output{File: f, Buffered: buffered, Format: handoff.DockerMultiplexed})
 }
 
 // closeWriter writes to an attached exec's stdin; Close half-closes it.

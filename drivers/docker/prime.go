@@ -9,7 +9,6 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/berthdev/berth/drivers"
 	"github.com/berthdev/berth/drivers/driverkit"
@@ -142,14 +141,12 @@ func (s *sandbox) startPrimed(ctx context.Context, pr *primedExec, cmd drivers.C
 	}
 	p := &process{s: s, execID: pr.execID, marker: marker, hj: pr.hj, started: started, stdin: cmd.Stdin != nil,
 		done: make(chan struct{}), finished: make(chan struct{})}
-	go func() {
-		_, p.copyErr = stdcopy.StdCopy(stdout, stderr, pr.hj.Reader)
-		close(p.done)
-	}()
+	if cmd.Stdin == nil {
+		_ = pr.hj.CloseWrite()
+	}
+	p.copyOutput(stdout, stderr)
 	if cmd.Stdin != nil {
 		driverkit.CopyStdin(closeWriter{pr.hj}, cmd.Stdin, p.finished)
-	} else {
-		_ = pr.hj.CloseWrite()
 	}
 	go p.run(ctx)
 	return p

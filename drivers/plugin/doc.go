@@ -67,6 +67,19 @@
 // else, so the conformance suite (drivers/drivertest) holds through the
 // boundary.
 //
+// A streaming exec's output does not cross the plugin's process when
+// its driver has it on a connection of this machine (the Docker driver's
+// attach socket, not TLS): the plugin hands the connection to the host,
+// a duplicate of its descriptor sent on a unix socket pair that the host
+// made when it started the process (the process inherits its end; only
+// the host's process holds the other), and the host reads and
+// demultiplexes it as the compiled driver would. The stream's control
+// stays on gRPC, and its guarantees with it: the host says when it
+// delivered the last byte and the plugin sends the exit after that, so
+// every byte is written before Wait returns; a cancelled stream or a
+// plugin that dies closes the host's duplicate before Wait returns. Any
+// other output comes in the stream's messages.
+//
 // A plugin that crashed or was killed is started again at the next call,
 // after a backoff that doubles for each crash in a row (100 ms to 30 s;
 // a call in the backoff fails as unavailable, saying when). A sandbox of

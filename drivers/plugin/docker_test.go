@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,6 +210,7 @@ func TestDockerConformanceThroughPlugin(t *testing.T) {
 	drivertest.RunConformanceTests(t, testenv.Subset(t, func(_ context.Context, tb testing.TB) (drivertest.Harness, error) {
 		return &dockerHarness{d: load(tb, p), cfg: cfg, kernel: info.KernelVersion, broken: broken}, nil
 	}, dockerWirePass))
+	t.Run("a stream's output on the handed-over connection: whole before Wait, cancelled, kill -9", func(t *testing.T) { testDockerOutputConn(t, p, cfg) })
 	t.Run("kill -9 during exec, then release through the new process", func(t *testing.T) { testDockerKillExec(t, p, cfg) })
 	t.Run("kill -9 during acquire, then a sweep through the new process", func(t *testing.T) { testDockerKillAcquire(t, p, cfg) })
 	t.Run("kill -9 during a stream and during a release", func(t *testing.T) { testDockerKillStreamRelease(t, p, cfg) })
@@ -446,6 +449,166 @@ func testDockerKillAcquire(t *testing.T, p plugin.Plugin, cfg config.Config) {
 	if left := listed(t, d, cfg, labels); len(left) != 0 {
 		t.Errorf("after the sweep, a list by labels finds %v", left)
 	}
+}
+
+// A Docker plugin's streaming exec hands its output's connection to the
+// host (outsock.go), and every guarantee of the stream holds: stdout and
+// stderr whole, each in its order, before Wait returns with the exit
+// code; a cancelled stream's Wait says so and nothing is written after
+// it; a plugin killed in the middle of the output fails the call as
+// unavailable, writes nothing after Wait and leaves no descriptor open.
+func testDockerOutputConn(t *testing.T, p plugin.Plugin, cfg config.Config) {
+	ctx := t.Context()
+	d := load(t, p)
+	sb, err := d.Acquire(ctx, cfg, drivers.AcquireRequest{Labels: map[string]string{"test.berth/case": "output-conn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = eventually(func() error { _, err := sb.Release(context.WithoutCancel(ctx), drivers.Destroy); return err })
+	}()
+	se := sb.(drivers.StreamExecer)
+
+	const lines, zeros = 2000, 8 << 20
+	before := plugin.OutputConnsTaken()
+	var out, errb afterWait
+	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done; head -c %d /dev/zero; exit 3`, lines, zeros)
+	pr, err := se.Start(ctx, drivers.Command{Argv: []string{"sh", "-c", script}}, &out, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pr.Wait(ctx)
+	out.waited()
+	errb.waited()
+	if err != nil || res.ExitCode != 3 {
+		t.Fatalf("Wait: %+v, %v; want exit code 3", res, err)
+	}
+	var wantOut, wantErr strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&wantOut, "out %d\n", i)
+		fmt.Fprintf(&wantErr, "err %d\n", i)
+	}
+	wantOut.WriteString(strings.Repeat("\x00", zeros))
+	if got := out.String(); got != wantOut.String() {
+		t.Errorf("stdout: %d bytes, want %d (the lines, then the zeros)", len(got), wantOut.Len())
+	}
+	if got := errb.String(); got != wantErr.String() {
+		t.Errorf("stderr: %d bytes, want %d: %.100q", len(got), wantErr.Len(), got)
+	}
+	if n := plugin.OutputConnsTaken() - before; n != 1 {
+		t.Errorf("the stream's output came on %d handed-over connections, want 1", n)
+	}
+
+	// Cancelled in the middle of its output: Wait says so, and nothing
+	// is written after it.
+	loop := []string{"sh", "-c", "while :; do echo " + strings.Repeat("y", 1000) + "; done"}
+	cctx, cancel := context.WithCancel(ctx)
+	var loopOut afterWait
+	pr, err = se.Start(cctx, drivers.Command{Argv: loop}, &loopOut, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopOut.atLeast(t, 1<<20)
+	cancel()
+	_, err = pr.Wait(ctx)
+	loopOut.waited()
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait of a cancelled stream: %v, want context.Canceled", err)
+	}
+
+	// The plugin killed in the middle of the output: the descriptors the
+	// stream opened (the engine connection's duplicate) are closed.
+	before2 := openFDs(t)
+	var killed afterWait
+	pr, err = se.Start(ctx, drivers.Command{Argv: loop}, &killed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed.atLeast(t, 1<<20)
+	var opened []string
+	for fd := range openFDs(t) {
+		if !before2[fd] {
+			opened = append(opened, fd)
+		}
+	}
+	if len(opened) == 0 {
+		t.Errorf("the stream opened no descriptor in the host: its output did not come on a connection")
+	}
+	killPlugin(t, p.Binary)
+	_, err = pr.Wait(ctx)
+	killed.waited()
+	if errcode.Code(err) != errcode.Unavailable {
+		t.Errorf("Wait of a stream whose plugin was killed: %v, want unavailable", err)
+	}
+	after := openFDs(t)
+	for _, fd := range opened {
+		if after[fd] {
+			t.Errorf("after Wait, the stream's descriptor %s is still open", fd)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, w := range []*afterWait{&out, &errb, &loopOut, &killed} {
+		if n := w.late.Load(); n != 0 {
+			t.Errorf("%d writes after Wait returned", n)
+		}
+	}
+}
+
+// afterWait records the output and counts the writes after waited.
+type afterWait struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	n    atomic.Int64
+	done atomic.Bool
+	late atomic.Int64
+}
+
+func (w *afterWait) Write(p []byte) (int, error) {
+	if w.done.Load() {
+		w.late.Add(1)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() < 64<<20 {
+		w.b.Write(p)
+	}
+	w.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+func (w *afterWait) waited() { w.done.Store(true) }
+
+func (w *afterWait) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// atLeast waits up to a minute for n bytes.
+func (w *afterWait) atLeast(t *testing.T, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); w.n.Load() < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of output in a minute, want %d", w.n.Load(), n)
+		}
+	}
+}
+
+// openFDs returns what this process's open descriptors are
+// ("socket:[INODE]", a path, ...).
+func openFDs(t *testing.T) map[string]bool {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	out := map[string]bool{}
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil {
+			out[l] = true
+		}
+	}
+	return out
 }
 
 // A stream whose plugin is killed ends with code unavailable; a release

@@ -225,8 +225,19 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 	if c.opts.Logger != nil {
 		cfg.Stderr = newStderrLog(c.opts.Logger, c.p.Binary)
 	}
+	// The output socket (outsock.go): the process's descriptor 3. A host
+	// that cannot make one starts the plugin without it; its streams'
+	// output then comes in messages.
+	out, child, err := newOutSocket()
+	if err == nil {
+		cfg.Cmd.ExtraFiles = []*os.File{child}
+		cfg.Cmd.Env = []string{outFDEnv + "=3"} // go-plugin appends the host's environment
+	}
 	gp := goplugin.NewClient(cfg)
 	cp, err := gp.Client()
+	if child != nil {
+		_ = child.Close() // the process has it, or failed to start: its end closes with the process
+	}
 	if err != nil {
 		gp.Kill()
 		switch {
@@ -245,7 +256,7 @@ func (c *client) start() (pluginpb.DriverClient, error) {
 	}
 	c.gp = gp
 	if d, ok := raw.(*dispensed); ok {
-		d.gp = gp
+		d.gp, d.out = gp, out
 	}
 	return raw.(pluginpb.DriverClient), nil
 }

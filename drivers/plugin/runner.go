@@ -34,6 +34,7 @@ type dispensed struct {
 	pluginpb.DriverClient
 	broker *goplugin.GRPCBroker
 	gp     *goplugin.Client // the process, set by start before the client is used
+	out    *outSocket       // its output socket, set with gp; nil when the host could not make one
 }
 
 // exitPoll is how often an open runner ingress checks that its plugin

@@ -76,9 +76,11 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, b *goplugin.GRPCBroker, cc *g
 // and d's drivers.ArchReporter and drivers.ImageLister when d implements
 // them, so the conformance suite holds through the plugin.
 func Serve(d drivers.Driver, version string) {
+	srv := newServer(d, version)
+	srv.out = outSenderFromEnv()
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,
-		Plugins:         goplugin.PluginSet{pluginName: &grpcPlugin{srv: newServer(d, version)}},
+		Plugins:         goplugin.PluginSet{pluginName: &grpcPlugin{srv: srv}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, codecServerOptions()...)
 			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
@@ -95,6 +97,7 @@ type server struct {
 	d       drivers.Driver
 	version string
 	broker  *goplugin.GRPCBroker // the runner ingresses' connections go through it
+	out     *outSender           // the output socket the host gave, or nil
 
 	mu        sync.Mutex
 	next      uint64 // of handles and ingresses

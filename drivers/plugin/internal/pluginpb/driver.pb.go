@@ -11,7 +11,9 @@
 // with its receipt, list by labels, destroy by id, resume and provider
 // health, image identity, capture, template delete, the terminal, files,
 // the runner's architecture, the provider's images and the runner ingress (its connections
-// bridged through go-plugin's broker: service RunnerBridge). A plugin
+// bridged through go-plugin's broker: service RunnerBridge), and a streaming
+// exec's output handed to the host on a connection of the same machine
+// (OutputConn). A plugin
 // declares what its driver implements and nothing else: declared is
 // implemented.
 //
@@ -3143,6 +3145,7 @@ type StartIn struct {
 	//	*StartIn_Stdin
 	//	*StartIn_CloseStdin
 	//	*StartIn_Signal
+	//	*StartIn_OutputEnded
 	Msg           isStartIn_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3221,6 +3224,15 @@ func (x *StartIn) GetSignal() string {
 	return ""
 }
 
+func (x *StartIn) GetOutputEnded() *OutputEnded {
+	if x != nil {
+		if x, ok := x.Msg.(*StartIn_OutputEnded); ok {
+			return x.OutputEnded
+		}
+	}
+	return nil
+}
+
 type isStartIn_Msg interface {
 	isStartIn_Msg()
 }
@@ -3242,6 +3254,13 @@ type StartIn_Signal struct {
 	Signal string `protobuf:"bytes,4,opt,name=signal,proto3,oneof"`
 }
 
+type StartIn_OutputEnded struct {
+	// output_ended: the host read the connection of output_conn to its
+	// end (error absent) or stopped reading it (error says why); every
+	// byte it read was delivered before it sent this.
+	OutputEnded *OutputEnded `protobuf:"bytes,5,opt,name=output_ended,json=outputEnded,proto3,oneof"`
+}
+
 func (*StartIn_Start) isStartIn_Msg() {}
 
 func (*StartIn_Stdin) isStartIn_Msg() {}
@@ -3249,6 +3268,127 @@ func (*StartIn_Stdin) isStartIn_Msg() {}
 func (*StartIn_CloseStdin) isStartIn_Msg() {}
 
 func (*StartIn_Signal) isStartIn_Msg() {}
+
+func (*StartIn_OutputEnded) isStartIn_Msg() {}
+
+type OutputEnded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputEnded) Reset() {
+	*x = OutputEnded{}
+	mi := &file_driver_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputEnded) ProtoMessage() {}
+
+func (x *OutputEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputEnded.ProtoReflect.Descriptor instead.
+func (*OutputEnded) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *OutputEnded) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// OutputConn hands the host the connection the process's stdout and
+// stderr arrive on, in place of stdout and stderr messages. It is
+// additive within version 1 and local to one machine: a host that
+// starts a plugin with an output socket (a SOCK_SEQPACKET unix socket
+// inherited as the descriptor the environment variable
+// BERTH_PLUGIN_OUTPUT_FD names) takes it; a plugin without that variable,
+// or in another language, sends stdout and stderr messages as before.
+// The plugin sends the connection's descriptor on the output socket (one
+// packet: id, 8 bytes big-endian, with the descriptor as SCM_RIGHTS)
+// before this message; the host reads the connection to its end, delivers
+// the output and answers output_ended before the plugin sends exit.
+type OutputConn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// buffered are bytes the plugin read from the connection before it
+	// handed it over: they come first.
+	Buffered []byte `protobuf:"bytes,2,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	// format is the stream's framing: "docker-multiplexed" (8-byte frame
+	// headers: stream 1 or 2 at byte 0, the length big-endian at 4 to 7).
+	Format        string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputConn) Reset() {
+	*x = OutputConn{}
+	mi := &file_driver_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputConn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputConn) ProtoMessage() {}
+
+func (x *OutputConn) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputConn.ProtoReflect.Descriptor instead.
+func (*OutputConn) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *OutputConn) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *OutputConn) GetBuffered() []byte {
+	if x != nil {
+		return x.Buffered
+	}
+	return nil
+}
+
+func (x *OutputConn) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
 
 type SignalAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3259,7 +3399,7 @@ type SignalAck struct {
 
 func (x *SignalAck) Reset() {
 	*x = SignalAck{}
-	mi := &file_driver_proto_msgTypes[48]
+	mi := &file_driver_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3411,7 @@ func (x *SignalAck) String() string {
 func (*SignalAck) ProtoMessage() {}
 
 func (x *SignalAck) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[48]
+	mi := &file_driver_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3424,7 @@ func (x *SignalAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalAck.ProtoReflect.Descriptor instead.
 func (*SignalAck) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{48}
+	return file_driver_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SignalAck) GetError() *Error {
@@ -3304,6 +3444,7 @@ type StartOut struct {
 	//	*StartOut_SignalAck
 	//	*StartOut_Exit
 	//	*StartOut_Error
+	//	*StartOut_OutputConn
 	Msg           isStartOut_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3311,7 +3452,7 @@ type StartOut struct {
 
 func (x *StartOut) Reset() {
 	*x = StartOut{}
-	mi := &file_driver_proto_msgTypes[49]
+	mi := &file_driver_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3464,7 @@ func (x *StartOut) String() string {
 func (*StartOut) ProtoMessage() {}
 
 func (x *StartOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[49]
+	mi := &file_driver_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3477,7 @@ func (x *StartOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartOut.ProtoReflect.Descriptor instead.
 func (*StartOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{49}
+	return file_driver_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StartOut) GetMsg() isStartOut_Msg {
@@ -3400,6 +3541,15 @@ func (x *StartOut) GetError() *Error {
 	return nil
 }
 
+func (x *StartOut) GetOutputConn() *OutputConn {
+	if x != nil {
+		if x, ok := x.Msg.(*StartOut_OutputConn); ok {
+			return x.OutputConn
+		}
+	}
+	return nil
+}
+
 type isStartOut_Msg interface {
 	isStartOut_Msg()
 }
@@ -3431,6 +3581,12 @@ type StartOut_Error struct {
 	Error *Error `protobuf:"bytes,6,opt,name=error,proto3,oneof"`
 }
 
+type StartOut_OutputConn struct {
+	// output_conn: the output comes on a connection handed over (see
+	// OutputConn), not in stdout and stderr messages.
+	OutputConn *OutputConn `protobuf:"bytes,7,opt,name=output_conn,json=outputConn,proto3,oneof"`
+}
+
 func (*StartOut_Started) isStartOut_Msg() {}
 
 func (*StartOut_Stdout) isStartOut_Msg() {}
@@ -3443,6 +3599,8 @@ func (*StartOut_Exit) isStartOut_Msg() {}
 
 func (*StartOut_Error) isStartOut_Msg() {}
 
+func (*StartOut_OutputConn) isStartOut_Msg() {}
+
 type HandleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -3452,7 +3610,7 @@ type HandleRequest struct {
 
 func (x *HandleRequest) Reset() {
 	*x = HandleRequest{}
-	mi := &file_driver_proto_msgTypes[50]
+	mi := &file_driver_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3622,7 @@ func (x *HandleRequest) String() string {
 func (*HandleRequest) ProtoMessage() {}
 
 func (x *HandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[50]
+	mi := &file_driver_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3635,7 @@ func (x *HandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleRequest.ProtoReflect.Descriptor instead.
 func (*HandleRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{50}
+	return file_driver_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HandleRequest) GetHandle() uint64 {
@@ -3498,7 +3656,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_driver_proto_msgTypes[51]
+	mi := &file_driver_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3668,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[51]
+	mi := &file_driver_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3681,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{51}
+	return file_driver_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CaptureRequest) GetHandle() uint64 {
@@ -3558,7 +3716,7 @@ type DeleteTemplateRequest struct {
 
 func (x *DeleteTemplateRequest) Reset() {
 	*x = DeleteTemplateRequest{}
-	mi := &file_driver_proto_msgTypes[52]
+	mi := &file_driver_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3728,7 @@ func (x *DeleteTemplateRequest) String() string {
 func (*DeleteTemplateRequest) ProtoMessage() {}
 
 func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[52]
+	mi := &file_driver_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3741,7 @@ func (x *DeleteTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTemplateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{52}
+	return file_driver_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteTemplateRequest) GetConfig() *Config {
@@ -3615,7 +3773,7 @@ type TerminalOpen struct {
 
 func (x *TerminalOpen) Reset() {
 	*x = TerminalOpen{}
-	mi := &file_driver_proto_msgTypes[53]
+	mi := &file_driver_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3785,7 @@ func (x *TerminalOpen) String() string {
 func (*TerminalOpen) ProtoMessage() {}
 
 func (x *TerminalOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[53]
+	mi := &file_driver_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3798,7 @@ func (x *TerminalOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOpen.ProtoReflect.Descriptor instead.
 func (*TerminalOpen) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{53}
+	return file_driver_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TerminalOpen) GetHandle() uint64 {
@@ -3702,7 +3860,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_driver_proto_msgTypes[54]
+	mi := &file_driver_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +3872,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[54]
+	mi := &file_driver_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +3885,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{54}
+	return file_driver_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WindowSize) GetRows() int64 {
@@ -3759,7 +3917,7 @@ type TerminalIn struct {
 
 func (x *TerminalIn) Reset() {
 	*x = TerminalIn{}
-	mi := &file_driver_proto_msgTypes[55]
+	mi := &file_driver_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3771,7 +3929,7 @@ func (x *TerminalIn) String() string {
 func (*TerminalIn) ProtoMessage() {}
 
 func (x *TerminalIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[55]
+	mi := &file_driver_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3784,7 +3942,7 @@ func (x *TerminalIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalIn.ProtoReflect.Descriptor instead.
 func (*TerminalIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{55}
+	return file_driver_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TerminalIn) GetMsg() isTerminalIn_Msg {
@@ -3874,7 +4032,7 @@ type TerminalOut struct {
 
 func (x *TerminalOut) Reset() {
 	*x = TerminalOut{}
-	mi := &file_driver_proto_msgTypes[56]
+	mi := &file_driver_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3886,7 +4044,7 @@ func (x *TerminalOut) String() string {
 func (*TerminalOut) ProtoMessage() {}
 
 func (x *TerminalOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[56]
+	mi := &file_driver_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3899,7 +4057,7 @@ func (x *TerminalOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalOut.ProtoReflect.Descriptor instead.
 func (*TerminalOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{56}
+	return file_driver_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TerminalOut) GetMsg() isTerminalOut_Msg {
@@ -4001,7 +4159,7 @@ type PutArchiveStart struct {
 
 func (x *PutArchiveStart) Reset() {
 	*x = PutArchiveStart{}
-	mi := &file_driver_proto_msgTypes[57]
+	mi := &file_driver_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4013,7 +4171,7 @@ func (x *PutArchiveStart) String() string {
 func (*PutArchiveStart) ProtoMessage() {}
 
 func (x *PutArchiveStart) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[57]
+	mi := &file_driver_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4026,7 +4184,7 @@ func (x *PutArchiveStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutArchiveStart.ProtoReflect.Descriptor instead.
 func (*PutArchiveStart) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{57}
+	return file_driver_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PutArchiveStart) GetHandle() uint64 {
@@ -4056,7 +4214,7 @@ type PutArchiveIn struct {
 
 func (x *PutArchiveIn) Reset() {
 	*x = PutArchiveIn{}
-	mi := &file_driver_proto_msgTypes[58]
+	mi := &file_driver_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4226,7 @@ func (x *PutArchiveIn) String() string {
 func (*PutArchiveIn) ProtoMessage() {}
 
 func (x *PutArchiveIn) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[58]
+	mi := &file_driver_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +4239,7 @@ func (x *PutArchiveIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutArchiveIn.ProtoReflect.Descriptor instead.
 func (*PutArchiveIn) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{58}
+	return file_driver_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PutArchiveIn) GetMsg() isPutArchiveIn_Msg {
@@ -4135,7 +4293,7 @@ type GetArchiveRequest struct {
 
 func (x *GetArchiveRequest) Reset() {
 	*x = GetArchiveRequest{}
-	mi := &file_driver_proto_msgTypes[59]
+	mi := &file_driver_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4147,7 +4305,7 @@ func (x *GetArchiveRequest) String() string {
 func (*GetArchiveRequest) ProtoMessage() {}
 
 func (x *GetArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[59]
+	mi := &file_driver_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4160,7 +4318,7 @@ func (x *GetArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArchiveRequest.ProtoReflect.Descriptor instead.
 func (*GetArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{59}
+	return file_driver_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetArchiveRequest) GetHandle() uint64 {
@@ -4190,7 +4348,7 @@ type GetArchiveOut struct {
 
 func (x *GetArchiveOut) Reset() {
 	*x = GetArchiveOut{}
-	mi := &file_driver_proto_msgTypes[60]
+	mi := &file_driver_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4360,7 @@ func (x *GetArchiveOut) String() string {
 func (*GetArchiveOut) ProtoMessage() {}
 
 func (x *GetArchiveOut) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[60]
+	mi := &file_driver_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4373,7 @@ func (x *GetArchiveOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArchiveOut.ProtoReflect.Descriptor instead.
 func (*GetArchiveOut) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{60}
+	return file_driver_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetArchiveOut) GetMsg() isGetArchiveOut_Msg {
@@ -4269,7 +4427,7 @@ type ReadDirRequest struct {
 
 func (x *ReadDirRequest) Reset() {
 	*x = ReadDirRequest{}
-	mi := &file_driver_proto_msgTypes[61]
+	mi := &file_driver_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4281,7 +4439,7 @@ func (x *ReadDirRequest) String() string {
 func (*ReadDirRequest) ProtoMessage() {}
 
 func (x *ReadDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[61]
+	mi := &file_driver_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4294,7 +4452,7 @@ func (x *ReadDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadDirRequest.ProtoReflect.Descriptor instead.
 func (*ReadDirRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{61}
+	return file_driver_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReadDirRequest) GetHandle() uint64 {
@@ -4324,7 +4482,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_driver_proto_msgTypes[62]
+	mi := &file_driver_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4336,7 +4494,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[62]
+	mi := &file_driver_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4349,7 +4507,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{62}
+	return file_driver_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *FileInfo) GetName() string {
@@ -4390,7 +4548,7 @@ type ReadDirReply struct {
 
 func (x *ReadDirReply) Reset() {
 	*x = ReadDirReply{}
-	mi := &file_driver_proto_msgTypes[63]
+	mi := &file_driver_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4402,7 +4560,7 @@ func (x *ReadDirReply) String() string {
 func (*ReadDirReply) ProtoMessage() {}
 
 func (x *ReadDirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[63]
+	mi := &file_driver_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4573,7 @@ func (x *ReadDirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadDirReply.ProtoReflect.Descriptor instead.
 func (*ReadDirReply) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{63}
+	return file_driver_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ReadDirReply) GetEntries() []*FileInfo {
@@ -4671,16 +4829,24 @@ const file_driver_proto_rawDesc = "" +
 	"\thas_stdin\x18\x05 \x01(\bR\bhasStdin\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
 	"\aStartIn\x125\n" +
 	"\x05start\x18\x01 \x01(\v2\x1d.berth.plugin.v1.StartCommandH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
 	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
 	"closeStdin\x12\x18\n" +
-	"\x06signal\x18\x04 \x01(\tH\x00R\x06signalB\x05\n" +
-	"\x03msg\"9\n" +
+	"\x06signal\x18\x04 \x01(\tH\x00R\x06signal\x12A\n" +
+	"\foutput_ended\x18\x05 \x01(\v2\x1c.berth.plugin.v1.OutputEndedH\x00R\voutputEndedB\x05\n" +
+	"\x03msg\";\n" +
+	"\vOutputEnded\x12,\n" +
+	"\x05error\x18\x01 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"P\n" +
+	"\n" +
+	"OutputConn\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
+	"\bbuffered\x18\x02 \x01(\fR\bbuffered\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\"9\n" +
 	"\tSignalAck\x12,\n" +
-	"\x05error\x18\x01 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"\x80\x02\n" +
+	"\x05error\x18\x01 \x01(\v2\x16.berth.plugin.v1.ErrorR\x05error\"\xc0\x02\n" +
 	"\bStartOut\x12\x1a\n" +
 	"\astarted\x18\x01 \x01(\bH\x00R\astarted\x12\x18\n" +
 	"\x06stdout\x18\x02 \x01(\fH\x00R\x06stdout\x12\x18\n" +
@@ -4688,7 +4854,9 @@ const file_driver_proto_rawDesc = "" +
 	"\n" +
 	"signal_ack\x18\x04 \x01(\v2\x1a.berth.plugin.v1.SignalAckH\x00R\tsignalAck\x120\n" +
 	"\x04exit\x18\x05 \x01(\v2\x1a.berth.plugin.v1.ExecReplyH\x00R\x04exit\x12.\n" +
-	"\x05error\x18\x06 \x01(\v2\x16.berth.plugin.v1.ErrorH\x00R\x05errorB\x05\n" +
+	"\x05error\x18\x06 \x01(\v2\x16.berth.plugin.v1.ErrorH\x00R\x05error\x12>\n" +
+	"\voutput_conn\x18\a \x01(\v2\x1b.berth.plugin.v1.OutputConnH\x00R\n" +
+	"outputConnB\x05\n" +
 	"\x03msg\"'\n" +
 	"\rHandleRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\"\xbc\x01\n" +
@@ -4807,7 +4975,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_driver_proto_goTypes = []any{
 	(*Error)(nil),                 // 0: berth.plugin.v1.Error
 	(*ConfigProblem)(nil),         // 1: berth.plugin.v1.ConfigProblem
@@ -4857,33 +5025,35 @@ var file_driver_proto_goTypes = []any{
 	(*DestroyRequest)(nil),        // 45: berth.plugin.v1.DestroyRequest
 	(*StartCommand)(nil),          // 46: berth.plugin.v1.StartCommand
 	(*StartIn)(nil),               // 47: berth.plugin.v1.StartIn
-	(*SignalAck)(nil),             // 48: berth.plugin.v1.SignalAck
-	(*StartOut)(nil),              // 49: berth.plugin.v1.StartOut
-	(*HandleRequest)(nil),         // 50: berth.plugin.v1.HandleRequest
-	(*CaptureRequest)(nil),        // 51: berth.plugin.v1.CaptureRequest
-	(*DeleteTemplateRequest)(nil), // 52: berth.plugin.v1.DeleteTemplateRequest
-	(*TerminalOpen)(nil),          // 53: berth.plugin.v1.TerminalOpen
-	(*WindowSize)(nil),            // 54: berth.plugin.v1.WindowSize
-	(*TerminalIn)(nil),            // 55: berth.plugin.v1.TerminalIn
-	(*TerminalOut)(nil),           // 56: berth.plugin.v1.TerminalOut
-	(*PutArchiveStart)(nil),       // 57: berth.plugin.v1.PutArchiveStart
-	(*PutArchiveIn)(nil),          // 58: berth.plugin.v1.PutArchiveIn
-	(*GetArchiveRequest)(nil),     // 59: berth.plugin.v1.GetArchiveRequest
-	(*GetArchiveOut)(nil),         // 60: berth.plugin.v1.GetArchiveOut
-	(*ReadDirRequest)(nil),        // 61: berth.plugin.v1.ReadDirRequest
-	(*FileInfo)(nil),              // 62: berth.plugin.v1.FileInfo
-	(*ReadDirReply)(nil),          // 63: berth.plugin.v1.ReadDirReply
-	nil,                           // 64: berth.plugin.v1.StringMap.EntriesEntry
-	nil,                           // 65: berth.plugin.v1.SecretMap.EntriesEntry
-	nil,                           // 66: berth.plugin.v1.Config.FieldsEntry
-	nil,                           // 67: berth.plugin.v1.RunnerLaunchRequest.EnvEntry
-	nil,                           // 68: berth.plugin.v1.AcquireStart.LabelsEntry
-	nil,                           // 69: berth.plugin.v1.ExecRequest.EnvEntry
-	nil,                           // 70: berth.plugin.v1.ListRequest.LabelsEntry
-	nil,                           // 71: berth.plugin.v1.SandboxInfo.LabelsEntry
-	nil,                           // 72: berth.plugin.v1.StartCommand.EnvEntry
-	nil,                           // 73: berth.plugin.v1.CaptureRequest.LabelsEntry
-	nil,                           // 74: berth.plugin.v1.TerminalOpen.EnvEntry
+	(*OutputEnded)(nil),           // 48: berth.plugin.v1.OutputEnded
+	(*OutputConn)(nil),            // 49: berth.plugin.v1.OutputConn
+	(*SignalAck)(nil),             // 50: berth.plugin.v1.SignalAck
+	(*StartOut)(nil),              // 51: berth.plugin.v1.StartOut
+	(*HandleRequest)(nil),         // 52: berth.plugin.v1.HandleRequest
+	(*CaptureRequest)(nil),        // 53: berth.plugin.v1.CaptureRequest
+	(*DeleteTemplateRequest)(nil), // 54: berth.plugin.v1.DeleteTemplateRequest
+	(*TerminalOpen)(nil),          // 55: berth.plugin.v1.TerminalOpen
+	(*WindowSize)(nil),            // 56: berth.plugin.v1.WindowSize
+	(*TerminalIn)(nil),            // 57: berth.plugin.v1.TerminalIn
+	(*TerminalOut)(nil),           // 58: berth.plugin.v1.TerminalOut
+	(*PutArchiveStart)(nil),       // 59: berth.plugin.v1.PutArchiveStart
+	(*PutArchiveIn)(nil),          // 60: berth.plugin.v1.PutArchiveIn
+	(*GetArchiveRequest)(nil),     // 61: berth.plugin.v1.GetArchiveRequest
+	(*GetArchiveOut)(nil),         // 62: berth.plugin.v1.GetArchiveOut
+	(*ReadDirRequest)(nil),        // 63: berth.plugin.v1.ReadDirRequest
+	(*FileInfo)(nil),              // 64: berth.plugin.v1.FileInfo
+	(*ReadDirReply)(nil),          // 65: berth.plugin.v1.ReadDirReply
+	nil,                           // 66: berth.plugin.v1.StringMap.EntriesEntry
+	nil,                           // 67: berth.plugin.v1.SecretMap.EntriesEntry
+	nil,                           // 68: berth.plugin.v1.Config.FieldsEntry
+	nil,                           // 69: berth.plugin.v1.RunnerLaunchRequest.EnvEntry
+	nil,                           // 70: berth.plugin.v1.AcquireStart.LabelsEntry
+	nil,                           // 71: berth.plugin.v1.ExecRequest.EnvEntry
+	nil,                           // 72: berth.plugin.v1.ListRequest.LabelsEntry
+	nil,                           // 73: berth.plugin.v1.SandboxInfo.LabelsEntry
+	nil,                           // 74: berth.plugin.v1.StartCommand.EnvEntry
+	nil,                           // 75: berth.plugin.v1.CaptureRequest.LabelsEntry
+	nil,                           // 76: berth.plugin.v1.TerminalOpen.EnvEntry
 }
 var file_driver_proto_depIdxs = []int32{
 	1,  // 0: berth.plugin.v1.Error.config_problems:type_name -> berth.plugin.v1.ConfigProblem
@@ -4891,16 +5061,16 @@ var file_driver_proto_depIdxs = []int32{
 	4,  // 2: berth.plugin.v1.Value.map:type_name -> berth.plugin.v1.StringMap
 	5,  // 3: berth.plugin.v1.Value.secret_ref:type_name -> berth.plugin.v1.SecretRef
 	6,  // 4: berth.plugin.v1.Value.secret_map:type_name -> berth.plugin.v1.SecretMap
-	64, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
-	65, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
+	66, // 5: berth.plugin.v1.StringMap.entries:type_name -> berth.plugin.v1.StringMap.EntriesEntry
+	67, // 6: berth.plugin.v1.SecretMap.entries:type_name -> berth.plugin.v1.SecretMap.EntriesEntry
 	5,  // 7: berth.plugin.v1.SecretValue.ref:type_name -> berth.plugin.v1.SecretRef
-	66, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
+	68, // 8: berth.plugin.v1.Config.fields:type_name -> berth.plugin.v1.Config.FieldsEntry
 	8,  // 9: berth.plugin.v1.ConfigRequest.config:type_name -> berth.plugin.v1.Config
 	2,  // 10: berth.plugin.v1.Field.default:type_name -> berth.plugin.v1.Value
 	10, // 11: berth.plugin.v1.Schema.fields:type_name -> berth.plugin.v1.Field
 	29, // 12: berth.plugin.v1.HostRunnerRequest.spec:type_name -> berth.plugin.v1.RunnerSpec
 	0,  // 13: berth.plugin.v1.HostRunnerReply.error:type_name -> berth.plugin.v1.Error
-	67, // 14: berth.plugin.v1.RunnerLaunchRequest.env:type_name -> berth.plugin.v1.RunnerLaunchRequest.EnvEntry
+	69, // 14: berth.plugin.v1.RunnerLaunchRequest.env:type_name -> berth.plugin.v1.RunnerLaunchRequest.EnvEntry
 	0,  // 15: berth.plugin.v1.RunnerLogTailReply.error:type_name -> berth.plugin.v1.Error
 	11, // 16: berth.plugin.v1.Description.schema:type_name -> berth.plugin.v1.Schema
 	8,  // 17: berth.plugin.v1.ListImagesRequest.config:type_name -> berth.plugin.v1.Config
@@ -4909,7 +5079,7 @@ var file_driver_proto_depIdxs = []int32{
 	0,  // 20: berth.plugin.v1.ErrorReply.error:type_name -> berth.plugin.v1.Error
 	0,  // 21: berth.plugin.v1.TextReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 22: berth.plugin.v1.AcquireStart.config:type_name -> berth.plugin.v1.Config
-	68, // 23: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
+	70, // 23: berth.plugin.v1.AcquireStart.labels:type_name -> berth.plugin.v1.AcquireStart.LabelsEntry
 	29, // 24: berth.plugin.v1.AcquireStart.runner:type_name -> berth.plugin.v1.RunnerSpec
 	0,  // 25: berth.plugin.v1.AllocatedAck.error:type_name -> berth.plugin.v1.Error
 	28, // 26: berth.plugin.v1.AcquireIn.start:type_name -> berth.plugin.v1.AcquireStart
@@ -4920,97 +5090,100 @@ var file_driver_proto_depIdxs = []int32{
 	33, // 31: berth.plugin.v1.SandboxReply.sandbox:type_name -> berth.plugin.v1.Sandbox
 	0,  // 32: berth.plugin.v1.SandboxReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 33: berth.plugin.v1.ResumeRequest.config:type_name -> berth.plugin.v1.Config
-	69, // 34: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
+	71, // 34: berth.plugin.v1.ExecRequest.env:type_name -> berth.plugin.v1.ExecRequest.EnvEntry
 	0,  // 35: berth.plugin.v1.ExecReply.error:type_name -> berth.plugin.v1.Error
 	40, // 36: berth.plugin.v1.ReceiptReply.receipt:type_name -> berth.plugin.v1.Receipt
 	0,  // 37: berth.plugin.v1.ReceiptReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 38: berth.plugin.v1.ListRequest.config:type_name -> berth.plugin.v1.Config
-	70, // 39: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
-	71, // 40: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
+	72, // 39: berth.plugin.v1.ListRequest.labels:type_name -> berth.plugin.v1.ListRequest.LabelsEntry
+	73, // 40: berth.plugin.v1.SandboxInfo.labels:type_name -> berth.plugin.v1.SandboxInfo.LabelsEntry
 	43, // 41: berth.plugin.v1.ListReply.sandboxes:type_name -> berth.plugin.v1.SandboxInfo
 	0,  // 42: berth.plugin.v1.ListReply.error:type_name -> berth.plugin.v1.Error
 	8,  // 43: berth.plugin.v1.DestroyRequest.config:type_name -> berth.plugin.v1.Config
-	72, // 44: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
+	74, // 44: berth.plugin.v1.StartCommand.env:type_name -> berth.plugin.v1.StartCommand.EnvEntry
 	46, // 45: berth.plugin.v1.StartIn.start:type_name -> berth.plugin.v1.StartCommand
-	0,  // 46: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
-	48, // 47: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
-	38, // 48: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
-	0,  // 49: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
-	73, // 50: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
-	8,  // 51: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
-	74, // 52: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
-	53, // 53: berth.plugin.v1.TerminalIn.open:type_name -> berth.plugin.v1.TerminalOpen
-	54, // 54: berth.plugin.v1.TerminalIn.resize:type_name -> berth.plugin.v1.WindowSize
-	24, // 55: berth.plugin.v1.TerminalOut.resize_ack:type_name -> berth.plugin.v1.ErrorReply
-	38, // 56: berth.plugin.v1.TerminalOut.exit:type_name -> berth.plugin.v1.ExecReply
-	0,  // 57: berth.plugin.v1.TerminalOut.error:type_name -> berth.plugin.v1.Error
-	57, // 58: berth.plugin.v1.PutArchiveIn.start:type_name -> berth.plugin.v1.PutArchiveStart
-	0,  // 59: berth.plugin.v1.GetArchiveOut.error:type_name -> berth.plugin.v1.Error
-	62, // 60: berth.plugin.v1.ReadDirReply.entries:type_name -> berth.plugin.v1.FileInfo
-	0,  // 61: berth.plugin.v1.ReadDirReply.error:type_name -> berth.plugin.v1.Error
-	7,  // 62: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
-	2,  // 63: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
-	12, // 64: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
-	9,  // 65: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 66: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 67: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 68: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 69: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
-	9,  // 70: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
-	31, // 71: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
-	36, // 72: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
-	37, // 73: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
-	47, // 74: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
-	39, // 75: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
-	42, // 76: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
-	45, // 77: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
-	55, // 78: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
-	58, // 79: berth.plugin.v1.Driver.PutArchive:input_type -> berth.plugin.v1.PutArchiveIn
-	59, // 80: berth.plugin.v1.Driver.GetArchive:input_type -> berth.plugin.v1.GetArchiveRequest
-	61, // 81: berth.plugin.v1.Driver.ReadDir:input_type -> berth.plugin.v1.ReadDirRequest
-	50, // 82: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
-	51, // 83: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
-	52, // 84: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
-	9,  // 85: berth.plugin.v1.Driver.RunnerArch:input_type -> berth.plugin.v1.ConfigRequest
-	21, // 86: berth.plugin.v1.Driver.ListImages:input_type -> berth.plugin.v1.ListImagesRequest
-	14, // 87: berth.plugin.v1.Driver.HostRunner:input_type -> berth.plugin.v1.HostRunnerRequest
-	17, // 88: berth.plugin.v1.Driver.RunnerLaunch:input_type -> berth.plugin.v1.RunnerLaunchRequest
-	18, // 89: berth.plugin.v1.Driver.RunnerLogTail:input_type -> berth.plugin.v1.RunnerLogTailRequest
-	16, // 90: berth.plugin.v1.Driver.RunnerClose:input_type -> berth.plugin.v1.RunnerIngressRequest
-	13, // 91: berth.plugin.v1.RunnerBridge.Connect:input_type -> berth.plugin.v1.Chunk
-	20, // 92: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
-	24, // 93: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
-	25, // 94: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
-	26, // 95: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
-	27, // 96: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
-	25, // 97: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
-	24, // 98: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
-	34, // 99: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
-	35, // 100: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
-	38, // 101: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
-	49, // 102: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
-	41, // 103: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
-	44, // 104: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
-	41, // 105: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
-	56, // 106: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
-	24, // 107: berth.plugin.v1.Driver.PutArchive:output_type -> berth.plugin.v1.ErrorReply
-	60, // 108: berth.plugin.v1.Driver.GetArchive:output_type -> berth.plugin.v1.GetArchiveOut
-	63, // 109: berth.plugin.v1.Driver.ReadDir:output_type -> berth.plugin.v1.ReadDirReply
-	25, // 110: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
-	25, // 111: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
-	41, // 112: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
-	25, // 113: berth.plugin.v1.Driver.RunnerArch:output_type -> berth.plugin.v1.TextReply
-	23, // 114: berth.plugin.v1.Driver.ListImages:output_type -> berth.plugin.v1.ListImagesReply
-	15, // 115: berth.plugin.v1.Driver.HostRunner:output_type -> berth.plugin.v1.HostRunnerReply
-	24, // 116: berth.plugin.v1.Driver.RunnerLaunch:output_type -> berth.plugin.v1.ErrorReply
-	19, // 117: berth.plugin.v1.Driver.RunnerLogTail:output_type -> berth.plugin.v1.RunnerLogTailReply
-	24, // 118: berth.plugin.v1.Driver.RunnerClose:output_type -> berth.plugin.v1.ErrorReply
-	13, // 119: berth.plugin.v1.RunnerBridge.Connect:output_type -> berth.plugin.v1.Chunk
-	92, // [92:120] is the sub-list for method output_type
-	64, // [64:92] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	48, // 46: berth.plugin.v1.StartIn.output_ended:type_name -> berth.plugin.v1.OutputEnded
+	0,  // 47: berth.plugin.v1.OutputEnded.error:type_name -> berth.plugin.v1.Error
+	0,  // 48: berth.plugin.v1.SignalAck.error:type_name -> berth.plugin.v1.Error
+	50, // 49: berth.plugin.v1.StartOut.signal_ack:type_name -> berth.plugin.v1.SignalAck
+	38, // 50: berth.plugin.v1.StartOut.exit:type_name -> berth.plugin.v1.ExecReply
+	0,  // 51: berth.plugin.v1.StartOut.error:type_name -> berth.plugin.v1.Error
+	49, // 52: berth.plugin.v1.StartOut.output_conn:type_name -> berth.plugin.v1.OutputConn
+	75, // 53: berth.plugin.v1.CaptureRequest.labels:type_name -> berth.plugin.v1.CaptureRequest.LabelsEntry
+	8,  // 54: berth.plugin.v1.DeleteTemplateRequest.config:type_name -> berth.plugin.v1.Config
+	76, // 55: berth.plugin.v1.TerminalOpen.env:type_name -> berth.plugin.v1.TerminalOpen.EnvEntry
+	55, // 56: berth.plugin.v1.TerminalIn.open:type_name -> berth.plugin.v1.TerminalOpen
+	56, // 57: berth.plugin.v1.TerminalIn.resize:type_name -> berth.plugin.v1.WindowSize
+	24, // 58: berth.plugin.v1.TerminalOut.resize_ack:type_name -> berth.plugin.v1.ErrorReply
+	38, // 59: berth.plugin.v1.TerminalOut.exit:type_name -> berth.plugin.v1.ExecReply
+	0,  // 60: berth.plugin.v1.TerminalOut.error:type_name -> berth.plugin.v1.Error
+	59, // 61: berth.plugin.v1.PutArchiveIn.start:type_name -> berth.plugin.v1.PutArchiveStart
+	0,  // 62: berth.plugin.v1.GetArchiveOut.error:type_name -> berth.plugin.v1.Error
+	64, // 63: berth.plugin.v1.ReadDirReply.entries:type_name -> berth.plugin.v1.FileInfo
+	0,  // 64: berth.plugin.v1.ReadDirReply.error:type_name -> berth.plugin.v1.Error
+	7,  // 65: berth.plugin.v1.SecretMap.EntriesEntry.value:type_name -> berth.plugin.v1.SecretValue
+	2,  // 66: berth.plugin.v1.Config.FieldsEntry.value:type_name -> berth.plugin.v1.Value
+	12, // 67: berth.plugin.v1.Driver.Describe:input_type -> berth.plugin.v1.DescribeRequest
+	9,  // 68: berth.plugin.v1.Driver.Validate:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 69: berth.plugin.v1.Driver.ImageReference:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 70: berth.plugin.v1.Driver.NarrowedBy:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 71: berth.plugin.v1.Driver.Isolation:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 72: berth.plugin.v1.Driver.Endpoint:input_type -> berth.plugin.v1.ConfigRequest
+	9,  // 73: berth.plugin.v1.Driver.Health:input_type -> berth.plugin.v1.ConfigRequest
+	31, // 74: berth.plugin.v1.Driver.Acquire:input_type -> berth.plugin.v1.AcquireIn
+	36, // 75: berth.plugin.v1.Driver.Resume:input_type -> berth.plugin.v1.ResumeRequest
+	37, // 76: berth.plugin.v1.Driver.Exec:input_type -> berth.plugin.v1.ExecRequest
+	47, // 77: berth.plugin.v1.Driver.Start:input_type -> berth.plugin.v1.StartIn
+	39, // 78: berth.plugin.v1.Driver.Release:input_type -> berth.plugin.v1.ReleaseRequest
+	42, // 79: berth.plugin.v1.Driver.List:input_type -> berth.plugin.v1.ListRequest
+	45, // 80: berth.plugin.v1.Driver.Destroy:input_type -> berth.plugin.v1.DestroyRequest
+	57, // 81: berth.plugin.v1.Driver.Terminal:input_type -> berth.plugin.v1.TerminalIn
+	60, // 82: berth.plugin.v1.Driver.PutArchive:input_type -> berth.plugin.v1.PutArchiveIn
+	61, // 83: berth.plugin.v1.Driver.GetArchive:input_type -> berth.plugin.v1.GetArchiveRequest
+	63, // 84: berth.plugin.v1.Driver.ReadDir:input_type -> berth.plugin.v1.ReadDirRequest
+	52, // 85: berth.plugin.v1.Driver.ImageIdentity:input_type -> berth.plugin.v1.HandleRequest
+	53, // 86: berth.plugin.v1.Driver.Capture:input_type -> berth.plugin.v1.CaptureRequest
+	54, // 87: berth.plugin.v1.Driver.DeleteTemplate:input_type -> berth.plugin.v1.DeleteTemplateRequest
+	9,  // 88: berth.plugin.v1.Driver.RunnerArch:input_type -> berth.plugin.v1.ConfigRequest
+	21, // 89: berth.plugin.v1.Driver.ListImages:input_type -> berth.plugin.v1.ListImagesRequest
+	14, // 90: berth.plugin.v1.Driver.HostRunner:input_type -> berth.plugin.v1.HostRunnerRequest
+	17, // 91: berth.plugin.v1.Driver.RunnerLaunch:input_type -> berth.plugin.v1.RunnerLaunchRequest
+	18, // 92: berth.plugin.v1.Driver.RunnerLogTail:input_type -> berth.plugin.v1.RunnerLogTailRequest
+	16, // 93: berth.plugin.v1.Driver.RunnerClose:input_type -> berth.plugin.v1.RunnerIngressRequest
+	13, // 94: berth.plugin.v1.RunnerBridge.Connect:input_type -> berth.plugin.v1.Chunk
+	20, // 95: berth.plugin.v1.Driver.Describe:output_type -> berth.plugin.v1.Description
+	24, // 96: berth.plugin.v1.Driver.Validate:output_type -> berth.plugin.v1.ErrorReply
+	25, // 97: berth.plugin.v1.Driver.ImageReference:output_type -> berth.plugin.v1.TextReply
+	26, // 98: berth.plugin.v1.Driver.NarrowedBy:output_type -> berth.plugin.v1.NarrowReply
+	27, // 99: berth.plugin.v1.Driver.Isolation:output_type -> berth.plugin.v1.IsolationReply
+	25, // 100: berth.plugin.v1.Driver.Endpoint:output_type -> berth.plugin.v1.TextReply
+	24, // 101: berth.plugin.v1.Driver.Health:output_type -> berth.plugin.v1.ErrorReply
+	34, // 102: berth.plugin.v1.Driver.Acquire:output_type -> berth.plugin.v1.AcquireOut
+	35, // 103: berth.plugin.v1.Driver.Resume:output_type -> berth.plugin.v1.SandboxReply
+	38, // 104: berth.plugin.v1.Driver.Exec:output_type -> berth.plugin.v1.ExecReply
+	51, // 105: berth.plugin.v1.Driver.Start:output_type -> berth.plugin.v1.StartOut
+	41, // 106: berth.plugin.v1.Driver.Release:output_type -> berth.plugin.v1.ReceiptReply
+	44, // 107: berth.plugin.v1.Driver.List:output_type -> berth.plugin.v1.ListReply
+	41, // 108: berth.plugin.v1.Driver.Destroy:output_type -> berth.plugin.v1.ReceiptReply
+	58, // 109: berth.plugin.v1.Driver.Terminal:output_type -> berth.plugin.v1.TerminalOut
+	24, // 110: berth.plugin.v1.Driver.PutArchive:output_type -> berth.plugin.v1.ErrorReply
+	62, // 111: berth.plugin.v1.Driver.GetArchive:output_type -> berth.plugin.v1.GetArchiveOut
+	65, // 112: berth.plugin.v1.Driver.ReadDir:output_type -> berth.plugin.v1.ReadDirReply
+	25, // 113: berth.plugin.v1.Driver.ImageIdentity:output_type -> berth.plugin.v1.TextReply
+	25, // 114: berth.plugin.v1.Driver.Capture:output_type -> berth.plugin.v1.TextReply
+	41, // 115: berth.plugin.v1.Driver.DeleteTemplate:output_type -> berth.plugin.v1.ReceiptReply
+	25, // 116: berth.plugin.v1.Driver.RunnerArch:output_type -> berth.plugin.v1.TextReply
+	23, // 117: berth.plugin.v1.Driver.ListImages:output_type -> berth.plugin.v1.ListImagesReply
+	15, // 118: berth.plugin.v1.Driver.HostRunner:output_type -> berth.plugin.v1.HostRunnerReply
+	24, // 119: berth.plugin.v1.Driver.RunnerLaunch:output_type -> berth.plugin.v1.ErrorReply
+	19, // 120: berth.plugin.v1.Driver.RunnerLogTail:output_type -> berth.plugin.v1.RunnerLogTailReply
+	24, // 121: berth.plugin.v1.Driver.RunnerClose:output_type -> berth.plugin.v1.ErrorReply
+	13, // 122: berth.plugin.v1.RunnerBridge.Connect:output_type -> berth.plugin.v1.Chunk
+	95, // [95:123] is the sub-list for method output_type
+	67, // [67:95] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -5046,33 +5219,35 @@ func file_driver_proto_init() {
 		(*StartIn_Stdin)(nil),
 		(*StartIn_CloseStdin)(nil),
 		(*StartIn_Signal)(nil),
+		(*StartIn_OutputEnded)(nil),
 	}
-	file_driver_proto_msgTypes[49].OneofWrappers = []any{
+	file_driver_proto_msgTypes[51].OneofWrappers = []any{
 		(*StartOut_Started)(nil),
 		(*StartOut_Stdout)(nil),
 		(*StartOut_Stderr)(nil),
 		(*StartOut_SignalAck)(nil),
 		(*StartOut_Exit)(nil),
 		(*StartOut_Error)(nil),
+		(*StartOut_OutputConn)(nil),
 	}
-	file_driver_proto_msgTypes[55].OneofWrappers = []any{
+	file_driver_proto_msgTypes[57].OneofWrappers = []any{
 		(*TerminalIn_Open)(nil),
 		(*TerminalIn_Input)(nil),
 		(*TerminalIn_Resize)(nil),
 		(*TerminalIn_Close)(nil),
 	}
-	file_driver_proto_msgTypes[56].OneofWrappers = []any{
+	file_driver_proto_msgTypes[58].OneofWrappers = []any{
 		(*TerminalOut_Opened)(nil),
 		(*TerminalOut_Output)(nil),
 		(*TerminalOut_ResizeAck)(nil),
 		(*TerminalOut_Exit)(nil),
 		(*TerminalOut_Error)(nil),
 	}
-	file_driver_proto_msgTypes[58].OneofWrappers = []any{
+	file_driver_proto_msgTypes[60].OneofWrappers = []any{
 		(*PutArchiveIn_Start)(nil),
 		(*PutArchiveIn_Data)(nil),
 	}
-	file_driver_proto_msgTypes[60].OneofWrappers = []any{
+	file_driver_proto_msgTypes[62].OneofWrappers = []any{
 		(*GetArchiveOut_Data)(nil),
 		(*GetArchiveOut_Error)(nil),
 	}
@@ -5082,7 +5257,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   75,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

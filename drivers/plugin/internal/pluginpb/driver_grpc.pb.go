@@ -11,7 +11,9 @@
 // with its receipt, list by labels, destroy by id, resume and provider
 // health, image identity, capture, template delete, the terminal, files,
 // the runner's architecture, the provider's images and the runner ingress (its connections
-// bridged through go-plugin's broker: service RunnerBridge). A plugin
+// bridged through go-plugin's broker: service RunnerBridge), and a streaming
+// exec's output handed to the host on a connection of the same machine
+// (OutputConn). A plugin
 // declares what its driver implements and nothing else: declared is
 // implemented.
 //
