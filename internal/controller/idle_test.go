@@ -3,6 +3,8 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -187,5 +189,89 @@ func TestABatchedRenewalThatLostItsClaimClosesTheConnection(t *testing.T) {
 		if !s.c.Connected(rr.session) {
 			t.Errorf("session %s, whose claim was its own, was dropped", rr.session)
 		}
+	}
+}
+
+// connGoroutines counts the goroutines that run a runner connection's
+// work in the controller (its reader, writer, intake, heartbeat pings,
+// the handler), and returns their stacks.
+func connGoroutines() (int, string) {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	var b strings.Builder
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		// What it runs, not what started it (the journal poller was
+		// started by a connection).
+		frames, _, _ := strings.Cut(g, "\ncreated by ")
+		if strings.Contains(frames, "internal/controller.(*liveConn).") || strings.Contains(frames, "internal/controller.(*Controller).runConn") || strings.Contains(frames, "internal/controller.(*Controller).connect") {
+			n++
+			b.WriteString(g + "\n\n")
+		}
+	}
+	return n, b.String()
+}
+
+// Issue 55 (runners-10k-idle): an idle connection holds one goroutine of
+// the controller's, its reader's, between heartbeats (no writer, intake
+// or heartbeat goroutine that only waits), its writer still sends the
+// commands journaled for it, and none is left once it ended. Not
+// parallel: the other tests' connections would be counted.
+func TestAnIdleConnectionHoldsOnlyItsReader(t *testing.T) {
+	const n = 20
+	// newServer's Heartbeat is 1 s.
+	s := newServer(t, serverOptions{})
+	runners := make([]*hostileRunner, n)
+	for i := range runners {
+		code, tok := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+		if code != 200 {
+			t.Fatalf("exchange: HTTP %d", code)
+		}
+		runners[i] = connectRaw(t, s, tok, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{})
+	}
+	for len(s.c.ConnectedSessions()) < n {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Two heartbeats: a ping's goroutine lives from the ping to its
+	// claim's renewal (up to a quarter heartbeat), so some samples see
+	// the readers alone.
+	least, most := -1, 0
+	var stacks string
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		g, st := connGoroutines()
+		if least < 0 || g < least {
+			least, stacks = g, st
+		}
+		most = max(most, g)
+	}
+	t.Logf("%d idle connections over two heartbeats: %d to %d goroutines of theirs", n, least, most)
+	if least != n {
+		t.Errorf("%d idle connections hold at least %d goroutines between heartbeats, want %d (their readers):\n%s", n, least, n, stacks)
+	}
+	if got := len(s.c.ConnectedSessions()); got != n {
+		t.Errorf("%d of %d idle sessions connected after two heartbeats, want all", got, n)
+	}
+	// A writer that holds no goroutine still wakes for a command.
+	if _, err := s.c.StartTask(context.Background(), operator, runners[3].session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := runners[3].until(prpwire.TypeCommand, nil)
+	if env.Seq != 1 {
+		t.Errorf("the idle runner's command came with seq %d, want 1", env.Seq)
+	}
+	// Ended: nothing of theirs is left.
+	for _, r := range runners {
+		r.ws.CloseNow()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g, st := connGoroutines()
+		if g == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of %d ended connections left after 30 s:\n%s", g, n, st)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
