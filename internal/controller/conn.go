@@ -125,32 +125,36 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		unadmit()
 		return
 	}
-	// The upgraded connection runs in a goroutine of its own, and the
-	// handler returns: the HTTP server's state of the connection (its
-	// 4 KiB read and write buffers, which connBufs replaced with smaller
-	// ones, the request, the response) is then garbage, not held for as
-	// long as the runner stays connected (issue 55).
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	go func() {
-		defer unadmit()
-		defer release()
-		defer cancel()
-		defer ws.CloseNow()
-		c.runConn(ctx, cancel, ws, sess, claims, conn, leaseEnd, release)
-	}()
+	c.runConn(ctx, cancel, ws, sess, claims, conn, leaseEnd, release, func() {
+		ws.CloseNow()
+		cancel()
+		release()
+		unadmit()
+	})
 }
 
-// runConn runs a connection of session sess upgraded to a WebSocket, from
-// its hello until it ends; release drops its claim.
-func (c *Controller) runConn(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, sess Session, claims prpwire.Claims, conn string, leaseEnd time.Time, release func()) {
+// runConn sets up a connection of session sess upgraded to a WebSocket
+// (hello, welcome, writer, heartbeat, accounting) and returns; release
+// drops its claim, end ends it. Its reader runs on in a goroutine of its
+// own, which ends it when the runner goes, and the handler returns: the
+// HTTP server's state of the connection (its 4 KiB read and write
+// buffers, which connBufs replaced with smaller ones, the request, the
+// response) is then garbage, not held for as long as the runner stays
+// connected, and the goroutine that holds an idle connection starts with
+// a stack its store calls did not grow (issue 55). A setup that fails
+// ends the connection here.
+func (c *Controller) runConn(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, sess Session, claims prpwire.Claims, conn string, leaseEnd time.Time, release, end func()) {
 	ws.SetReadLimit(int64(c.limits.MaxFrame))
 	if ws.Subprotocol() != prpwire.Subprotocol {
 		ws.Close(prpwire.CloseSubprotocol, "subprotocol "+prpwire.Subprotocol+" required")
+		end()
 		return
 	}
 	lc, h, err := c.handshake(ctx, ws, sess, claims)
 	if err != nil {
 		c.log.Info("controller: handshake", "session", sess.ID, "err", err)
+		end()
 		return
 	}
 	lc.cancel, lc.conn, lc.leaseEnd = cancel, conn, leaseEnd
@@ -165,7 +169,19 @@ func (c *Controller) runConn(ctx context.Context, cancel context.CancelFunc, ws 
 	}
 	c.mu.Unlock()
 	c.notify(sess.ID)
-	defer func() {
+	lc.startWriter(ctx, h.Resume.LastCommandSeq)
+	stopHeartbeat := lc.heartbeat(ctx)
+	finish := func(err error) {
+		if ctx.Err() == nil {
+			c.log.Info("controller: reader", "session", sess.ID, "err", err)
+		}
+		cancel()
+		ws.CloseNow()
+		stopHeartbeat()
+		lc.stopWriter()
+		// What this connection read and never acked is no longer held
+		// here: the runner sends it again on its next connection.
+		c.adm.inflight.Add(-lc.held.Swap(0))
 		// The claim goes first: once Connected reports false, a new
 		// connection of the session is not refused for this one.
 		release()
@@ -176,20 +192,15 @@ func (c *Controller) runConn(ctx context.Context, cancel context.CancelFunc, ws 
 		c.mu.Unlock()
 		c.notify(sess.ID)
 		c.closeIfLeaseOver(sess.ID)
-	}()
-	lc.startWriter(ctx, h.Resume.LastCommandSeq)
-	stopHeartbeat := lc.heartbeat(ctx)
-	err = lc.reader(ctx)
-	if ctx.Err() == nil {
-		c.log.Info("controller: reader", "session", sess.ID, "err", err)
+		end()
 	}
-	cancel()
-	ws.CloseNow()
-	stopHeartbeat()
-	lc.stopWriter()
-	// What this connection read and never acked is no longer held here:
-	// the runner sends it again on its next connection.
-	c.adm.inflight.Add(-lc.held.Swap(0))
+	acct, err := c.newAccounting(ctx, lc.sess, lc.sentSeq.Load)
+	if err != nil {
+		ws.Close(websocket.StatusInternalError, "store unavailable")
+		finish(err)
+		return
+	}
+	go func() { finish(lc.reader(ctx, acct)) }()
 }
 
 // connBufSize is the size of a runner connection's read buffer and of
@@ -873,12 +884,7 @@ func (c *Controller) renewClaims() {
 // batches (every event read while the previous batch was written, at most
 // maxEventBatch) before they count as stored; a gap closes the connection
 // (the runner resumes from the ack).
-func (lc *liveConn) reader(ctx context.Context) error {
-	acct, err := lc.c.newAccounting(ctx, lc.sess, lc.sentSeq.Load)
-	if err != nil {
-		lc.ws.Close(websocket.StatusInternalError, "store unavailable")
-		return err
-	}
+func (lc *liveConn) reader(ctx context.Context, acct *accounting) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The records go by pointer, and the intake's batch grows as it
@@ -921,7 +927,7 @@ func (lc *liveConn) reader(ctx context.Context) error {
 			}
 		})
 	}
-	err = lc.read(ctx, recs, startIntake, acct)
+	err := lc.read(ctx, recs, startIntake, acct)
 	close(recs)
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
