@@ -66,11 +66,12 @@
 //     heartbeat.
 //
 //   - An idle connection holds one goroutine, its reader's, and small
-//     buffers (issue 55): the upgraded connection runs in a goroutine
-//     of its own and the HTTP handler returns, so that the HTTP server's
-//     state of it is garbage, with read and write buffers of 1 KiB
-//     (connBufs) instead of the server's 4 KiB each; the reader takes a
-//     frame buffer from a pool only while it reads a frame; the intake
+//     buffers (issue 55): the HTTP handler sets the upgraded connection
+//     up and returns, and its reader runs on in a goroutine of its own
+//     (runConn), so that the HTTP server's state of the connection is
+//     garbage, with read and write buffers of 1 KiB (connBufs) instead
+//     of the server's 4 KiB each; the reader takes a frame buffer from a
+//     pool only while it reads a frame; the intake
 //     goroutine runs only while records flow (the reader starts it, it
 //     ends once it stored what was handed over); the writer runs only
 //     when woken or at its own deadline, in a goroutine that ends with
