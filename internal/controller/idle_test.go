@@ -3,11 +3,14 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/prp"
@@ -273,5 +276,79 @@ func TestAnIdleConnectionHoldsOnlyItsReader(t *testing.T) {
 			t.Fatalf("%d goroutines of %d ended connections left after 30 s:\n%s", g, n, st)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// connectSilent dials s with token, sends a hello and reads the welcome,
+// then reads nothing more: the runner answers no ping.
+func connectSilent(t *testing.T, s *server, token string) *hostileRunner {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL(), "http")+prpwire.ConnectPath, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{prpwire.Subprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	rr := &hostileRunner{t: t, ws: ws}
+	rr.send(prpwire.TypeHello, 0, prpwire.Hello{MinVersion: 1, MaxVersion: prpwire.MaxVersion, RunnerVersion: "silent/1", BinarySHA256: strings.Repeat("ab", 32), Capabilities: []prpwire.Capability{prpwire.CapTasks}})
+	env := rr.next(ctx)
+	if env.Type != prpwire.TypeWelcome {
+		t.Fatalf("first frame = %s, want a welcome", env.Type)
+	}
+	if err := prpwire.DecodeBody(env, &rr.welcome); err != nil {
+		t.Fatal(err)
+	}
+	rr.session = rr.welcome.Session
+	return rr
+}
+
+// The heartbeat, a timer that starts a goroutine a ping, still drops a
+// runner that does not answer its ping within DeadAfter, not before, and
+// only that one: the others, whose pings run at the same time, stay.
+func TestARunnerThatAnswersNoPingIsDroppedAlone(t *testing.T) {
+	t.Parallel()
+	// newServer's Heartbeat is 1 s, DeadAfter three of them.
+	s := newServer(t, serverOptions{})
+	var others []*hostileRunner
+	for range 3 {
+		code, tok := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+		if code != 200 {
+			t.Fatalf("exchange: HTTP %d", code)
+		}
+		others = append(others, connectRaw(t, s, tok, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{}))
+	}
+	code, tok := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+	if code != 200 {
+		t.Fatalf("exchange: HTTP %d", code)
+	}
+	start := time.Now()
+	silent := connectSilent(t, s, tok)
+	sess := silent.session
+	if !s.c.Connected(sess) {
+		t.Fatal("the silent runner's session is not connected")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.c.Connected(sess) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	if s.c.Connected(sess) {
+		t.Fatal("a runner that answers no ping is still connected after 30 s")
+	}
+	// Dropped at the first ping's DeadAfter, about 4 s, and the close
+	// handshake's wait for the runner's answer (5 s: it reads nothing).
+	t.Logf("the silent runner was dropped after %s", took.Round(time.Millisecond))
+	if took < 3*time.Second {
+		t.Errorf("the silent runner was dropped after %s, before DeadAfter (3 s)", took)
+	}
+	// The others answered their pings meanwhile, and still do.
+	time.Sleep(2 * time.Second)
+	for _, rr := range others {
+		if !s.c.Connected(rr.session) {
+			t.Errorf("session %s, whose runner answers its pings, was dropped", rr.session)
+		}
 	}
 }
