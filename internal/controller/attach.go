@@ -329,7 +329,12 @@ func (c *Controller) serve(ctx context.Context, h *lease.Handle, l *lease.Lease,
 	if err != nil {
 		return nil, nil, err
 	}
-	a := &attachment{lease: l.ID, in: in, pool: pool, srv: &http.Server{Handler: c, ReadHeaderTimeout: 30 * time.Second}, done: make(chan struct{})}
+	// HTTP/1 only: a runner speaks WebSocket over HTTP/1.1, and a server
+	// left to configure HTTP/2 builds its HTTP/2 state, a server a lease
+	// (issue 55: about 1 KB of every session).
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	a := &attachment{lease: l.ID, in: in, pool: pool, srv: &http.Server{Handler: c, ReadHeaderTimeout: 30 * time.Second, Protocols: &protocols}, done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
 		if err := a.srv.Serve(in); err != nil && !errors.Is(err, http.ErrServerClosed) {

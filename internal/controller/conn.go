@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -52,7 +55,6 @@ type liveConn struct {
 	mu          sync.Mutex
 	stored      uint64
 	storedBytes int64
-	ackCh       chan struct{}
 	// held counts the output bytes read on this connection and not yet
 	// acked (its share of Controller.adm.inflight): the reader adds an
 	// event's as it hands it to the intake, the writer takes off what an
@@ -62,6 +64,17 @@ type liveConn struct {
 	// "acked". It is not read from stored, which the reader may have
 	// advanced before the writer goroutine runs.
 	welcomeAck uint64
+
+	// The writer (startWriter), under wmu: wctx is its context (nil:
+	// not started); wrunning, a run is under way; wagain, it was woken
+	// during that run; wstopped, it is over; wtimer wakes it at its next
+	// deadline. wst is its state, which only a run uses.
+	wmu                        sync.Mutex
+	wctx                       context.Context
+	wrunning, wagain, wstopped bool
+	wtimer                     *time.Timer
+	wwg                        sync.WaitGroup
+	wst                        writerState
 }
 
 func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
@@ -100,28 +113,48 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer unadmit()
 	conn, ok := c.claimConnection(w, r, sess.ID)
 	if !ok {
+		unadmit()
 		return
 	}
 	release := sync.OnceFunc(func() { c.releaseConnection(sess.ID, conn) })
-	defer release()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{prpwire.Subprotocol}})
+	ws, err := websocket.Accept(connBufs{w}, r, &websocket.AcceptOptions{Subprotocols: []string{prpwire.Subprotocol}})
 	if err != nil {
-		return
-	}
-	ws.SetReadLimit(int64(c.limits.MaxFrame))
-	defer ws.CloseNow()
-	if ws.Subprotocol() != prpwire.Subprotocol {
-		ws.Close(prpwire.CloseSubprotocol, "subprotocol "+prpwire.Subprotocol+" required")
+		release()
+		unadmit()
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
+	c.runConn(ctx, cancel, ws, sess, claims, conn, leaseEnd, release, func() {
+		ws.CloseNow()
+		cancel()
+		release()
+		unadmit()
+	})
+}
+
+// runConn sets up a connection of session sess upgraded to a WebSocket
+// (hello, welcome, writer, heartbeat, accounting) and returns; release
+// drops its claim, end ends it. Its reader runs on in a goroutine of its
+// own, which ends it when the runner goes, and the handler returns: the
+// HTTP server's state of the connection (its 4 KiB read and write
+// buffers, which connBufs replaced with smaller ones, the request, the
+// response) is then garbage, not held for as long as the runner stays
+// connected, and the goroutine that holds an idle connection starts with
+// a stack its store calls did not grow (issue 55). A setup that fails
+// ends the connection here.
+func (c *Controller) runConn(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, sess Session, claims prpwire.Claims, conn string, leaseEnd time.Time, release, end func()) {
+	ws.SetReadLimit(int64(c.limits.MaxFrame))
+	if ws.Subprotocol() != prpwire.Subprotocol {
+		ws.Close(prpwire.CloseSubprotocol, "subprotocol "+prpwire.Subprotocol+" required")
+		end()
+		return
+	}
 	lc, h, err := c.handshake(ctx, ws, sess, claims)
 	if err != nil {
 		c.log.Info("controller: handshake", "session", sess.ID, "err", err)
+		end()
 		return
 	}
 	lc.cancel, lc.conn, lc.leaseEnd = cancel, conn, leaseEnd
@@ -136,7 +169,19 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Unlock()
 	c.notify(sess.ID)
-	defer func() {
+	lc.startWriter(ctx, h.Resume.LastCommandSeq)
+	stopHeartbeat := lc.heartbeat(ctx)
+	finish := func(err error) {
+		if ctx.Err() == nil {
+			c.log.Info("controller: reader", "session", sess.ID, "err", err)
+		}
+		cancel()
+		ws.CloseNow()
+		stopHeartbeat()
+		lc.stopWriter()
+		// What this connection read and never acked is no longer held
+		// here: the runner sends it again on its next connection.
+		c.adm.inflight.Add(-lc.held.Swap(0))
 		// The claim goes first: once Connected reports false, a new
 		// connection of the session is not refused for this one.
 		release()
@@ -147,28 +192,53 @@ func (c *Controller) connect(w http.ResponseWriter, r *http.Request) {
 		c.mu.Unlock()
 		c.notify(sess.ID)
 		c.closeIfLeaseOver(sess.ID)
-	}()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		// The writer returns only on an error (its context's, once the
-		// connection ends).
-		if err := lc.writer(ctx, h.Resume.LastCommandSeq); ctx.Err() == nil {
-			c.log.Info("controller: writer", "session", sess.ID, "err", err)
-		}
-		cancel()
-		ws.CloseNow()
-	})
-	wg.Go(func() { lc.heartbeat(ctx) })
-	err = lc.reader(ctx)
-	if ctx.Err() == nil {
-		c.log.Info("controller: reader", "session", sess.ID, "err", err)
+		end()
 	}
-	cancel()
-	ws.CloseNow()
-	wg.Wait()
-	// What this connection read and never acked is no longer held here:
-	// the runner sends it again on its next connection.
-	c.adm.inflight.Add(-lc.held.Swap(0))
+	acct, err := c.newAccounting(ctx, lc.sess, lc.sentSeq.Load)
+	if err != nil {
+		ws.Close(websocket.StatusInternalError, "store unavailable")
+		finish(err)
+		return
+	}
+	go func() { finish(lc.reader(ctx, acct)) }()
+}
+
+// connBufSize is the size of a runner connection's read buffer and of
+// its write buffer (connBufs): the protocol's frames but output (acks,
+// commands, events' metadata) fit, and a larger frame is read into the
+// reader's pooled frame buffer (read) or written past the buffer, with a
+// system call more. net/http's 4 KiB each were 8 KiB of every idle
+// connection (issue 55).
+const connBufSize = 1 << 10
+
+// connBufs is the ResponseWriter the WebSocket library hijacks a runner's
+// connection from: it hands it buffers of connBufSize instead of the HTTP
+// server's, with the bytes the server had read past the request (if any)
+// in the new read buffer.
+type connBufs struct{ http.ResponseWriter }
+
+// Hijack implements http.Hijacker.
+func (w connBufs) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	var rd io.Reader = nc
+	n := brw.Reader.Buffered()
+	if n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		rd = io.MultiReader(bytes.NewReader(bytes.Clone(b)), nc)
+	}
+	br := bufio.NewReaderSize(rd, max(connBufSize, n))
+	if n > 0 {
+		// Buffered, as the library expects them (it reads what is
+		// buffered first, then the connection).
+		if _, err := br.Peek(n); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+	}
+	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(nc, connBufSize)), nil
 }
 
 // closeIfLeaseOver closes this process's ingress server of the lease of
@@ -278,7 +348,7 @@ func (c *Controller) handshake(ctx context.Context, ws *websocket.Conn, sess Ses
 	if sess.Scope == prp.ScopeTask {
 		wel.Capabilities = prpwire.GrantCapabilities(h.Capabilities, c.grant)
 	}
-	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, welcomeAck: ack, ackCh: make(chan struct{}, 1),
+	lc := &liveConn{c: c, ws: ws, sess: sess, claims: claims, version: v, stored: ack, welcomeAck: ack,
 		binary: prpwire.Has(wel.Capabilities, prpwire.CapBinaryOutput)}
 	if err := lc.send(ctx, prpwire.TypeWelcome, 0, ack, wel); err != nil {
 		return nil, h, fmt.Errorf("send welcome: %w", err)
@@ -340,10 +410,10 @@ func (c *Controller) pollJournal() {
 				continue
 			}
 			// A cursor is never ahead of what the writer read (sentSeq
-			// is stored before each command is sent), and the wakeup
-			// (ackCh) is kept until the writer's next wait, after which
-			// it reads the journal again: a command committed before
-			// this read is sent, at worst after a spurious wakeup.
+			// is stored before each command is sent), and a wakeup
+			// during a writer's run has it run again (wakeWriter), which
+			// reads the journal again: a command committed before this
+			// read is sent, at worst after a spurious wakeup.
 			cursors = append(cursors, CommandCursor{Session: id, Sent: lc.sentSeq.Load()})
 		}
 		c.mu.Unlock()
@@ -369,31 +439,127 @@ func (c *Controller) pollJournal() {
 	}
 }
 
-// writer is the connection's one writer: commands in seq order from the
-// journal (from the runner's cursor on), acks after the sink's Sync, and
-// token renewals at half life. It sleeps until it is woken (dispatch's
-// notifySession for a command journaled here, the journal poller for one
-// journaled by another replica, the intake for an ack) or until its own
-// deadline (a renewal, an ack batch): every wakeup channel is taken
-// before the journal is read, so a wakeup between the read and the wait
-// is kept, never lost.
-func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
-	c := lc.c
-	acked := lc.welcomeAck
+// writerState is what the connection's writer keeps from one run to the
+// next (write).
+type writerState struct {
+	// sent is the last command seq sent; acked the last event seq acked.
+	sent, acked uint64
 	// The output bytes acked so far on this connection, and when the
 	// writer first saw stored events it has not acked (ackPolicy).
-	var ackedBytes int64
-	var unackedSince time.Time
+	ackedBytes   int64
+	unackedSince time.Time
 	// The session and claims as the runner holds them: a warm-pool
 	// member's change once, when the adopting lease takes it over.
-	sess, claims := lc.sess, lc.claims
-	expiry := claims.ExpiresAt
-	renewAt := expiry.Add(-c.o.tokenTTL / 2)
-	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(renewAt) {
-		renewAt = lc.leaseEnd
+	sess            Session
+	claims          prpwire.Claims
+	expiry, renewAt time.Time
+}
+
+// startWriter starts the connection's writer (write) with the runner's
+// command cursor sent: a first run now, and one more for every wakeup
+// (wakeWriter) and its own deadlines, until stopWriter. Between runs the
+// writer holds no goroutine (issue 55: an idle connection's writer only
+// slept, on a stack its last journal read had grown); a run that fails
+// ends the connection.
+func (lc *liveConn) startWriter(ctx context.Context, sent uint64) {
+	st := writerState{sent: sent, acked: lc.welcomeAck, sess: lc.sess, claims: lc.claims, expiry: lc.claims.ExpiresAt}
+	st.renewAt = st.expiry.Add(-lc.c.o.tokenTTL / 2)
+	if !lc.leaseEnd.IsZero() && lc.leaseEnd.Before(st.renewAt) {
+		st.renewAt = lc.leaseEnd
 	}
+	lc.wmu.Lock()
+	lc.wst, lc.wctx = st, ctx
+	lc.wmu.Unlock()
+	lc.wakeWriter()
+}
+
+// wakeWriter has the writer run (again): at once when it does not run,
+// after its run under way otherwise, which then reads the journal again.
+func (lc *liveConn) wakeWriter() {
+	lc.wmu.Lock()
+	defer lc.wmu.Unlock()
+	if lc.wctx == nil || lc.wstopped {
+		// Not started yet (its first run reads everything) or over.
+		return
+	}
+	if lc.wrunning {
+		lc.wagain = true
+		return
+	}
+	lc.wrunning = true
+	lc.wwg.Go(lc.writeRun)
+}
+
+// stopWriter ends the writer and waits for a run under way, which the
+// connection's context's end cuts short.
+func (lc *liveConn) stopWriter() {
+	lc.wmu.Lock()
+	lc.wstopped = true
+	if lc.wtimer != nil {
+		lc.wtimer.Stop()
+	}
+	lc.wmu.Unlock()
+	lc.wwg.Wait()
+}
+
+// writeRun is one run of the writer: write until no wakeup came during
+// it, then its next deadline (if any) is set and it ends.
+func (lc *liveConn) writeRun() {
+	ctx := lc.wctx // set before the first run, never changed
 	for {
-		ch := c.sessionChanges(lc.sess.ID)
+		lc.wmu.Lock()
+		lc.wagain = false
+		lc.wmu.Unlock()
+		next, err := lc.write(ctx, &lc.wst)
+		lc.wmu.Lock()
+		if err != nil {
+			lc.wrunning, lc.wstopped = false, true
+			lc.wmu.Unlock()
+			if ctx.Err() == nil {
+				lc.c.log.Info("controller: writer", "session", lc.sess.ID, "err", err)
+			}
+			lc.cancel()
+			lc.ws.CloseNow()
+			return
+		}
+		if lc.wagain && !lc.wstopped {
+			lc.wmu.Unlock()
+			continue
+		}
+		lc.wrunning = false
+		if next >= 0 && !lc.wstopped {
+			if lc.wtimer == nil {
+				lc.wtimer = time.AfterFunc(next, lc.wakeWriter)
+			} else {
+				lc.wtimer.Reset(next)
+			}
+		}
+		lc.wmu.Unlock()
+		return
+	}
+}
+
+// write is the connection's one writer, in runs: commands in seq order
+// from the journal (from the runner's cursor on), acks after the sink's
+// Sync, and token renewals at half life. It returns when it has nothing
+// more to do, with its next deadline (a renewal, an ack batch; < 0:
+// none). It runs again when it is woken (wakeWriter: dispatch's
+// notifySession for a command journaled here, the journal poller for one
+// journaled by another replica, the intake for an ack) or at that
+// deadline: a wakeup during a run has it run again, so a wakeup between
+// the journal's read and the run's end is kept, never lost.
+func (lc *liveConn) write(ctx context.Context, st *writerState) (time.Duration, error) {
+	c := lc.c
+	sent, acked, ackedBytes, unackedSince := st.sent, st.acked, st.ackedBytes, st.unackedSince
+	sess, claims, expiry, renewAt := st.sess, st.claims, st.expiry, st.renewAt
+	defer func() {
+		st.sent, st.acked, st.ackedBytes, st.unackedSince = sent, acked, ackedBytes, unackedSince
+		st.sess, st.claims, st.expiry, st.renewAt = sess, claims, expiry, renewAt
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		var cmds []CommandRecord
 		if claims.Company == authz.InstanceCompany {
 			// A warm-pool member's runner gets no command: first its
@@ -403,7 +569,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 				lc.ws.Close(prpwire.CloseUnauthorized, "lease ended")
 			}
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if ok {
 				sess, claims, expiry = ns, cl, cl.ExpiresAt
@@ -414,7 +580,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		if claims.Company != authz.InstanceCompany {
 			var err error
 			if cmds, err = c.o.Store.CommandsAfter(ctx, sess.ID, sent, 64); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		for _, r := range cmds {
@@ -423,17 +589,17 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			// commands").
 			sv, ok, err := lc.secretsFor(ctx, sess, r)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if ok {
 				if err := lc.send(ctx, prpwire.TypeSecrets, 0, acked, sv); err != nil {
-					return err
+					return 0, err
 				}
 				c.secretFrames.Add(1)
 			}
 			lc.sentSeq.Store(r.Seq)
 			if err := lc.send(ctx, prpwire.TypeCommand, r.Seq, acked, r.Command); err != nil {
-				return err
+				return 0, err
 			}
 			sent = r.Seq
 		}
@@ -452,10 +618,10 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 			// Durable before the ack (PRP-5): the metadata is in the
 			// store already; the bytes are once the sink synced.
 			if err := c.sink.Sync(ctx, lc.sess.ID); err != nil {
-				return err
+				return 0, err
 			}
 			if err := lc.send(ctx, prpwire.TypeAck, 0, stored, nil); err != nil {
-				return err
+				return 0, err
 			}
 			lc.release(storedBytes - ackedBytes)
 			acked, ackedBytes, unackedSince = stored, storedBytes, time.Time{}
@@ -468,11 +634,11 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 				lc.ws.Close(prpwire.CloseUnauthorized, "lease ended")
 			}
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if tok != "" {
 				if err := lc.send(ctx, prpwire.TypeToken, 0, acked, prpwire.TokenRenewal{Token: tok, ExpiresAt: cl.ExpiresAt}); err != nil {
-					return err
+					return 0, err
 				}
 				claims, expiry = cl, cl.ExpiresAt
 			}
@@ -493,24 +659,7 @@ func (lc *liveConn) writer(ctx context.Context, sent uint64) error {
 		if ackIn > 0 && (next < 0 || ackIn < next) {
 			next = ackIn
 		}
-		var wake *time.Timer
-		var deadline <-chan time.Time // nil: no deadline
-		if next >= 0 {
-			wake = time.NewTimer(next)
-			deadline = wake.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-ch:
-		case <-lc.ackCh:
-		case <-deadline:
-		}
-		if wake != nil {
-			wake.Stop()
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+		return next, nil
 	}
 }
 
@@ -536,36 +685,78 @@ func ackPolicy(bytes int64, age time.Duration, window int64) time.Duration {
 }
 
 // heartbeat pings every heartbeat interval; a peer that does not answer
-// within dead-after is dropped.
-func (lc *liveConn) heartbeat(ctx context.Context) {
-	t := time.NewTicker(lc.c.limits.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+// within dead-after is dropped (and only that connection). Between pings
+// it holds no goroutine: a timer starts one for each ping, which ends
+// with it (issue 55: a goroutine each that only slept was a quarter of an
+// idle connection's memory). stop ends the heartbeat and waits for a ping
+// under way, which ctx's end cuts short.
+func (lc *liveConn) heartbeat(ctx context.Context) (stop func()) {
+	every := lc.c.limits.Heartbeat
+	var (
+		mu      sync.Mutex
+		stopped bool
+		wg      sync.WaitGroup
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
 			return
-		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, lc.c.limits.DeadAfter)
-		err := lc.ws.Ping(pctx)
-		if err == nil {
-			// The peer answered: its claim lasts another DeadAfter,
-			// renewed with those of the other connections (renewClaim).
-			var ok bool
-			if ok, err = lc.c.renewClaim(pctx, lc); err == nil && !ok {
-				err = errors.New("another connection claimed the session")
-			}
-		}
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				lc.c.log.Info("controller: runner missed its heartbeats", "session", lc.sess.ID, "err", err)
-				lc.ws.Close(prpwire.CloseDead, "heartbeat missed")
-				lc.cancel()
-			}
+		wg.Add(1)
+		mu.Unlock()
+		defer wg.Done()
+		start := time.Now()
+		if !lc.ping(ctx) {
 			return
+		}
+		// The next ping an interval after this one began, as a ticker
+		// would (at once if this one took longer).
+		mu.Lock()
+		if !stopped {
+			t.Reset(max(every-time.Since(start), 0))
+		}
+		mu.Unlock()
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		wg.Wait()
+	}
+}
+
+// ping pings the runner once and renews the connection's claim; it
+// reports false when the connection is over (dropped here when the runner
+// did not answer within dead-after or the claim is another's).
+func (lc *liveConn) ping(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, lc.c.limits.DeadAfter)
+	defer cancel()
+	err := lc.ws.Ping(pctx)
+	if err == nil {
+		// The peer answered: its claim lasts another DeadAfter,
+		// renewed with those of the other connections (renewClaim).
+		var ok bool
+		if ok, err = lc.c.renewClaim(pctx, lc); err == nil && !ok {
+			err = errors.New("another connection claimed the session")
 		}
 	}
+	if err != nil {
+		if ctx.Err() == nil {
+			lc.c.log.Info("controller: runner missed its heartbeats", "session", lc.sess.ID, "err", err)
+			lc.ws.Close(prpwire.CloseDead, "heartbeat missed")
+			lc.cancel()
+		}
+		return false
+	}
+	return true
 }
 
 // claimRenewal is a connection's claim waiting for renewClaims, and where
@@ -693,12 +884,7 @@ func (c *Controller) renewClaims() {
 // batches (every event read while the previous batch was written, at most
 // maxEventBatch) before they count as stored; a gap closes the connection
 // (the runner resumes from the ack).
-func (lc *liveConn) reader(ctx context.Context) error {
-	acct, err := lc.c.newAccounting(ctx, lc.sess, lc.sentSeq.Load)
-	if err != nil {
-		lc.ws.Close(websocket.StatusInternalError, "store unavailable")
-		return err
-	}
+func (lc *liveConn) reader(ctx context.Context, acct *accounting) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The records go by pointer, and the intake's batch grows as it
@@ -706,16 +892,42 @@ func (lc *liveConn) reader(ctx context.Context) error {
 	// maxEventBatch of them were 23 KiB of every connection, idle ones
 	// too (issue 55).
 	recs := make(chan *intakeItem, maxEventBatch)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := lc.intake(ctx, recs); err != nil {
-			cancel(err)
-			if !errors.Is(err, context.Canceled) {
-				lc.ws.Close(websocket.StatusInternalError, "store unavailable")
-			}
+	// The intake goroutine runs only while records flow: the reader
+	// starts it with a record when none runs, and it ends once it has
+	// stored every record handed over (issue 55: an idle connection holds
+	// no goroutine of its own for it). One runs at a time, so the stored
+	// seq only grows.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		running bool
+	)
+	idle := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(recs) > 0 {
+			return false
 		}
-	})
-	err = lc.read(ctx, recs, acct)
+		running = false
+		return true
+	}
+	startIntake := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if running {
+			return
+		}
+		running = true
+		wg.Go(func() {
+			if err := lc.intake(ctx, recs, idle); err != nil {
+				cancel(err)
+				if !errors.Is(err, context.Canceled) {
+					lc.ws.Close(websocket.StatusInternalError, "store unavailable")
+				}
+			}
+		})
+	}
+	err := lc.read(ctx, recs, startIntake, acct)
 	close(recs)
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -725,11 +937,13 @@ func (lc *liveConn) reader(ctx context.Context) error {
 }
 
 // intake stores the records the reader hands over, in batches, and then
-// advances the stored seq and wakes the writer to ack.
-func (lc *liveConn) intake(ctx context.Context, recs <-chan *intakeItem) error {
+// advances the stored seq and wakes the writer to ack. It returns once
+// idle reports, with no record waiting, that it may end (the reader
+// starts it again with the next record), or when recs is closed.
+func (lc *liveConn) intake(ctx context.Context, recs <-chan *intakeItem, idle func() bool) error {
 	var batch []intakeItem
-	for r := range recs {
-		batch = append(batch[:0], *r)
+	for {
+		batch = batch[:0]
 	more:
 		for len(batch) < maxEventBatch {
 			select {
@@ -741,6 +955,14 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan *intakeItem) error {
 			default:
 				break more
 			}
+		}
+		if len(batch) == 0 {
+			// Nothing waits: end, unless a record came meanwhile (or recs
+			// was closed with records in it: they are read first).
+			if idle() {
+				return nil
+			}
+			continue
 		}
 		if err := lc.c.intake(ctx, lc.sess, batch); err != nil {
 			return err
@@ -757,12 +979,11 @@ func (lc *liveConn) intake(ctx context.Context, recs <-chan *intakeItem) error {
 		lc.mu.Unlock()
 		lc.wakeWriter()
 	}
-	return nil
 }
 
 // read reads frames until the connection ends, checks each event's seq
 // against the last one read, and hands the events on as acct decided.
-func (lc *liveConn) read(ctx context.Context, recs chan<- *intakeItem, acct *accounting) error {
+func (lc *liveConn) read(ctx context.Context, recs chan<- *intakeItem, startIntake func(), acct *accounting) error {
 	lc.mu.Lock()
 	last := lc.stored // the last event seq read
 	lc.mu.Unlock()
@@ -857,6 +1078,7 @@ func (lc *liveConn) read(ctx context.Context, recs chan<- *intakeItem, acct *acc
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
+		startIntake()
 		last = seq
 	}
 }
@@ -891,12 +1113,5 @@ func (lc *liveConn) release(n int64) {
 	if n != 0 {
 		lc.held.Add(-n)
 		lc.c.adm.inflight.Add(-n)
-	}
-}
-
-func (lc *liveConn) wakeWriter() {
-	select {
-	case lc.ackCh <- struct{}{}:
-	default:
 	}
 }

@@ -535,6 +535,11 @@ func (c *Controller) notifySession(session string) {
 		close(ch)
 		delete(c.sessChanged, session)
 	}
+	// The session's live connection's writer reads the journal again
+	// (its commands); it waits on no channel of its own (startWriter).
+	if lc := c.live[session]; lc != nil {
+		lc.wakeWriter()
+	}
 	c.mu.Unlock()
 }
 

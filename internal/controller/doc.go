@@ -62,8 +62,24 @@
 //     heartbeat renews the claim, which lasts three Options.Heartbeat,
 //     with those of the other connections answered meanwhile, in one
 //     store write: Store.RenewConnections), the subprotocol, the read
-//     limit, hello / welcome, one reader and one writer goroutine and the
-//     Ping heartbeat.
+//     limit, hello / welcome, one reader and one writer and the Ping
+//     heartbeat.
+//
+//   - An idle connection holds one goroutine, its reader's, and small
+//     buffers (issue 55): the HTTP handler sets the upgraded connection
+//     up and returns, and its reader runs on in a goroutine of its own
+//     (runConn), so that the HTTP server's state of the connection is
+//     garbage, with read and write buffers of 1 KiB (connBufs) instead
+//     of the server's 4 KiB each; the reader takes a frame buffer from a
+//     pool only while it reads a frame; the intake
+//     goroutine runs only while records flow (the reader starts it, it
+//     ends once it stored what was handed over); the writer runs only
+//     when woken or at its own deadline, in a goroutine that ends with
+//     the run (startWriter), a wakeup during a run making it run again;
+//     and the heartbeat is a timer that starts a goroutine for each ping,
+//     which drops its connection, and only that one, when the runner does
+//     not answer within DeadAfter. A lease's ingress server serves
+//     HTTP/1 only, and its accept loop is a goroutine a lease.
 //
 //   - Idle connections cost the store nothing of their own (issue 55):
 //     a writer reads its session's journal only when woken, by a command
@@ -205,7 +221,8 @@
 //
 // Durability of events, what is synced when: the connection's reader
 // writes each event's output bytes to the sink as it arrives (not synced)
-// and hands its metadata to the connection's intake goroutine, which puts
+// and hands its metadata to the connection's intake (a goroutine while
+// records flow), which puts
 // every event read while its previous write ran (at most maxEventBatch) in
 // the Store at once: with a GroupIntaker Store (the SQL stores) in one
 // group commit with the batches other connections handed over meanwhile

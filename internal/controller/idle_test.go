@@ -3,9 +3,14 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/berthdev/berth/internal/controller"
 	"github.com/berthdev/berth/internal/prp"
@@ -186,6 +191,164 @@ func TestABatchedRenewalThatLostItsClaimClosesTheConnection(t *testing.T) {
 	for _, rr := range []*hostileRunner{runners[0], runners[2]} {
 		if !s.c.Connected(rr.session) {
 			t.Errorf("session %s, whose claim was its own, was dropped", rr.session)
+		}
+	}
+}
+
+// connGoroutines counts the goroutines that run a runner connection's
+// work in the controller (its reader, writer, intake, heartbeat pings,
+// the handler), and returns their stacks.
+func connGoroutines() (int, string) {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	var b strings.Builder
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		// What it runs, not what started it (the journal poller was
+		// started by a connection).
+		frames, _, _ := strings.Cut(g, "\ncreated by ")
+		if strings.Contains(frames, "internal/controller.(*liveConn).") || strings.Contains(frames, "internal/controller.(*Controller).runConn") || strings.Contains(frames, "internal/controller.(*Controller).connect") {
+			n++
+			b.WriteString(g + "\n\n")
+		}
+	}
+	return n, b.String()
+}
+
+// Issue 55 (runners-10k-idle): an idle connection holds one goroutine of
+// the controller's, its reader's, between heartbeats (no writer, intake
+// or heartbeat goroutine that only waits), its writer still sends the
+// commands journaled for it, and none is left once it ended. Not
+// parallel: the other tests' connections would be counted.
+func TestAnIdleConnectionHoldsOnlyItsReader(t *testing.T) {
+	const n = 20
+	// newServer's Heartbeat is 1 s.
+	s := newServer(t, serverOptions{})
+	runners := make([]*hostileRunner, n)
+	for i := range runners {
+		code, tok := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+		if code != 200 {
+			t.Fatalf("exchange: HTTP %d", code)
+		}
+		runners[i] = connectRaw(t, s, tok, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{})
+	}
+	for len(s.c.ConnectedSessions()) < n {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Two heartbeats: a ping's goroutine lives from the ping to its
+	// claim's renewal (up to a quarter heartbeat), so some samples see
+	// the readers alone.
+	least, most := -1, 0
+	var stacks string
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		g, st := connGoroutines()
+		if least < 0 || g < least {
+			least, stacks = g, st
+		}
+		most = max(most, g)
+	}
+	t.Logf("%d idle connections over two heartbeats: %d to %d goroutines of theirs", n, least, most)
+	if least != n {
+		t.Errorf("%d idle connections hold at least %d goroutines between heartbeats, want %d (their readers):\n%s", n, least, n, stacks)
+	}
+	if got := len(s.c.ConnectedSessions()); got != n {
+		t.Errorf("%d of %d idle sessions connected after two heartbeats, want all", got, n)
+	}
+	// A writer that holds no goroutine still wakes for a command.
+	if _, err := s.c.StartTask(context.Background(), operator, runners[3].session, "c1", prp.TaskStart{TaskID: "t1", Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := runners[3].until(prpwire.TypeCommand, nil)
+	if env.Seq != 1 {
+		t.Errorf("the idle runner's command came with seq %d, want 1", env.Seq)
+	}
+	// Ended: nothing of theirs is left.
+	for _, r := range runners {
+		r.ws.CloseNow()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g, st := connGoroutines()
+		if g == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of %d ended connections left after 30 s:\n%s", g, n, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// connectSilent dials s with token, sends a hello and reads the welcome,
+// then reads nothing more: the runner answers no ping.
+func connectSilent(t *testing.T, s *server, token string) *hostileRunner {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL(), "http")+prpwire.ConnectPath, &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{prpwire.Subprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	rr := &hostileRunner{t: t, ws: ws}
+	rr.send(prpwire.TypeHello, 0, prpwire.Hello{MinVersion: 1, MaxVersion: prpwire.MaxVersion, RunnerVersion: "silent/1", BinarySHA256: strings.Repeat("ab", 32), Capabilities: []prpwire.Capability{prpwire.CapTasks}})
+	env := rr.next(ctx)
+	if env.Type != prpwire.TypeWelcome {
+		t.Fatalf("first frame = %s, want a welcome", env.Type)
+	}
+	if err := prpwire.DecodeBody(env, &rr.welcome); err != nil {
+		t.Fatal(err)
+	}
+	rr.session = rr.welcome.Session
+	return rr
+}
+
+// The heartbeat, a timer that starts a goroutine a ping, still drops a
+// runner that does not answer its ping within DeadAfter, not before, and
+// only that one: the others, whose pings run at the same time, stay.
+func TestARunnerThatAnswersNoPingIsDroppedAlone(t *testing.T) {
+	t.Parallel()
+	// newServer's Heartbeat is 1 s, DeadAfter three of them.
+	s := newServer(t, serverOptions{})
+	var others []*hostileRunner
+	for range 3 {
+		code, tok := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+		if code != 200 {
+			t.Fatalf("exchange: HTTP %d", code)
+		}
+		others = append(others, connectRaw(t, s, tok, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{}))
+	}
+	code, tok := exchangeToken(t, s, s.ticket(t, prp.ScopeTask))
+	if code != 200 {
+		t.Fatalf("exchange: HTTP %d", code)
+	}
+	start := time.Now()
+	silent := connectSilent(t, s, tok)
+	sess := silent.session
+	if !s.c.Connected(sess) {
+		t.Fatal("the silent runner's session is not connected")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.c.Connected(sess) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	if s.c.Connected(sess) {
+		t.Fatal("a runner that answers no ping is still connected after 30 s")
+	}
+	// Dropped at the first ping's DeadAfter, about 4 s, and the close
+	// handshake's wait for the runner's answer (5 s: it reads nothing).
+	t.Logf("the silent runner was dropped after %s", took.Round(time.Millisecond))
+	if took < 3*time.Second {
+		t.Errorf("the silent runner was dropped after %s, before DeadAfter (3 s)", took)
+	}
+	// The others answered their pings meanwhile, and still do.
+	time.Sleep(2 * time.Second)
+	for _, rr := range others {
+		if !s.c.Connected(rr.session) {
+			t.Errorf("session %s, whose runner answers its pings, was dropped", rr.session)
 		}
 	}
 }

@@ -341,6 +341,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 				_ = f.Close()
 			}
 		}
+		if p := os.Getenv("BERTH_RUNNERLOAD_GOROUTINEPROFILE"); p != "" {
+			// What the idle sessions' goroutines wait in, counted by stack.
+			if f, err := os.Create(p); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+				_ = f.Close()
+			}
+		}
 		runtime.GC()
 		res.Goroutines = runtime.NumGoroutine() - goroutines0
 		var ms runtime.MemStats
