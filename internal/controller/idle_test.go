@@ -327,8 +327,12 @@ func TestARunnerThatAnswersNoPingIsDroppedAlone(t *testing.T) {
 	start := time.Now()
 	silent := connectSilent(t, s, tok)
 	sess := silent.session
-	if !s.c.Connected(sess) {
-		t.Fatal("the silent runner's session is not connected")
+	// The welcome goes before the controller lists the connection (it
+	// registers it once the handshake is done): wait for that.
+	for wait := time.Now().Add(10 * time.Second); !s.c.Connected(sess); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatal("the silent runner's session is not connected 10 s after its welcome")
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for s.c.Connected(sess) && time.Now().Before(deadline) {
