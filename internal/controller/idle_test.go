@@ -159,6 +159,16 @@ func TestABatchedRenewalThatLostItsClaimClosesTheConnection(t *testing.T) {
 		}
 		runners = append(runners, connectRaw(t, s, tok, []prpwire.Capability{prpwire.CapTasks}, prpwire.Resume{}))
 	}
+	// The welcome goes before the controller lists a connection: wait
+	// for all three, so that "no longer connected" below means dropped.
+	for wait := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if s.c.Connected(runners[0].session) && s.c.Connected(runners[1].session) && s.c.Connected(runners[2].session) {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatal("the runners' sessions are not all connected 10 s after their welcomes")
+		}
+	}
 	lost := runners[1]
 	// Another connection claims lost's session as if its claim had
 	// expired (a clock an hour ahead).
